@@ -1,0 +1,211 @@
+//! The `quiver` command: parses arguments, runs SQL through quiver-core, prints results.
+//! All behaviour lives in the core, where the browser and Lambda get it too.
+
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use datafusion::physical_plan::displayable;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use quiver_core::format::{write_batches, OutputFormat};
+use quiver_core::metrics::QueryMetrics;
+use quiver_core::runtime::QuiverRuntime;
+use quiver_core::{describe, ExecutorKind, QuiverSession, SessionOptions};
+
+const EXAMPLES: &str = "\
+Examples:
+  quiver query \"SELECT count(*) FROM 'data/*.parquet'\"
+  quiver query --format csv \"SELECT _file, count(*) FROM 'data/**/*.parquet' GROUP BY 1\"
+  quiver query \"SELECT * FROM read_parquet('logs/', hive_partitioning => true) WHERE date = '2024-01-01'\"
+  quiver query \"SELECT * FROM read_parquet('f.parquet', schema => 'id BIGINT')\"
+  echo \"CREATE VIEW t AS SELECT * FROM 'data/*.parquet'; SELECT count(*) FROM t\" | quiver query -
+  quiver explain \"SELECT sum(x) FROM 'data/*.parquet' WHERE y > 10\"";
+
+#[derive(Parser)]
+#[command(name = "quiver", version, about = "SQL over Parquet files", after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run SQL (several `;`-separated statements run in order; the last one's result prints).
+    #[command(after_help = EXAMPLES)]
+    Query(QueryArgs),
+    /// Show the plan: files, row groups kept and pruned, buckets, bytes planned.
+    #[command(after_help = EXAMPLES)]
+    Explain(QueryArgs),
+}
+
+#[derive(Args)]
+struct QueryArgs {
+    /// The SQL, or `-` to read it from standard input.
+    sql: String,
+    /// Output format: table, csv, json, arrow, parquet.
+    #[arg(long, short, default_value = "table")]
+    format: OutputFormat,
+    /// Write the result to this file instead of standard output.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+    /// Threads to use (default: all).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Who drives the plan: `datafusion` (native default) or `fragments` (bucket by bucket
+    /// on rayon, as the browser and Lambda workers do).
+    #[arg(long, default_value = "datafusion", value_parser = parse_executor)]
+    executor: ExecutorKind,
+    /// Print rows, requests, bytes read and time per phase to standard error.
+    #[arg(long)]
+    profile: bool,
+}
+
+fn parse_executor(text: &str) -> Result<ExecutorKind, String> {
+    match text {
+        "datafusion" | "local" => Ok(ExecutorKind::DataFusion),
+        "fragments" => Ok(ExecutorKind::Fragments),
+        other => Err(format!(
+            "unknown executor '{other}' (datafusion, fragments)"
+        )),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (Command::Query(args) | Command::Explain(args)) = &cli.command;
+    let threads = args
+        .threads
+        .unwrap_or_else(|| SessionOptions::default().threads)
+        .max(1);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&format!("cannot start the runtime: {e}")),
+    };
+    match runtime.block_on(run(cli.command, threads)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => fail(&message),
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::FAILURE
+}
+
+async fn run(command: Command, threads: usize) -> Result<(), String> {
+    let explain = matches!(command, Command::Explain(_));
+    let (Command::Query(args) | Command::Explain(args)) = command;
+    let sql = if args.sql == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| format!("reading SQL from standard input: {e}"))?;
+        text
+    } else {
+        args.sql.clone()
+    };
+    let session = QuiverSession::new(SessionOptions {
+        threads,
+        executor: args.executor,
+    })
+    .map_err(|e| describe(&e))?;
+
+    if explain {
+        let plan = session
+            .physical_plan(&sql)
+            .await
+            .map_err(|e| describe(&e))?;
+        let text = displayable(plan.as_ref()).indent(true).to_string();
+        return write_text(&args, &text);
+    }
+
+    let progress = Progress::start(Arc::clone(session.runtime()));
+    let result = session.run(&sql).await;
+    progress.finish();
+    let output = result.map_err(|e| describe(&e))?;
+    if args.profile {
+        eprint!("{}", output.metrics.report());
+    }
+    match &args.output {
+        Some(path) => {
+            let file =
+                std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            write_batches(
+                args.format,
+                &output.schema,
+                &output.batches,
+                std::io::BufWriter::new(file),
+            )
+        }
+        None => {
+            if args.format.is_binary() && std::io::stdout().is_terminal() {
+                return Err(
+                    "refusing to write binary output to a terminal; use --output FILE or a pipe"
+                        .into(),
+                );
+            }
+            write_batches(
+                args.format,
+                &output.schema,
+                &output.batches,
+                std::io::BufWriter::new(std::io::stdout()),
+            )
+        }
+    }
+    .map_err(|e| describe(&e))
+}
+
+fn write_text(args: &QueryArgs, text: &str) -> Result<(), String> {
+    match &args.output {
+        Some(path) => std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display())),
+        None => {
+            println!("{text}");
+            Ok(())
+        }
+    }
+}
+
+/// A progress bar on standard error for queries that run longer than a second, when
+/// standard error is a terminal: buckets done and bytes read.
+struct Progress {
+    task: tokio::task::JoinHandle<()>,
+    bar: ProgressBar,
+}
+
+impl Progress {
+    fn start(runtime: Arc<QuiverRuntime>) -> Self {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        let shown = bar.clone();
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let bar = shown;
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {elapsed} buckets {pos}/{len} · {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            loop {
+                let metrics = runtime.metrics();
+                bar.set_length(QueryMetrics::get(&metrics.buckets_total));
+                bar.set_position(QueryMetrics::get(&metrics.buckets_done));
+                bar.set_message(format!(
+                    "{:.1} MB read",
+                    QueryMetrics::get(&metrics.bytes_read) as f64 / 1e6
+                ));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        Self { task, bar }
+    }
+
+    fn finish(self) {
+        self.task.abort();
+        self.bar.finish_and_clear();
+    }
+}

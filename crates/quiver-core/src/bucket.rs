@@ -1,0 +1,186 @@
+//! The bucket planner: a pure function from the row groups a query keeps (and the bytes it
+//! will read in each) to buckets, contiguous runs of row groups of one file balanced by
+//! bytes. Buckets are the unit of parallel work natively, in the browser and on Lambda.
+
+use serde::{Deserialize, Serialize};
+
+/// 8 MiB: below this a bucket's setup (a request round trip, a decoder) costs more than its
+/// work, so small files are not split and small buckets share a partition.
+pub const MIN_BUCKET_BYTES: u64 = 8 * 1024 * 1024;
+
+/// 128 MiB: the most one bucket holds in memory at once; bigger runs are split.
+pub const MAX_BUCKET_BYTES: u64 = 128 * 1024 * 1024;
+
+/// A contiguous run of kept row groups of one file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bucket {
+    /// Index of the file in the scan's file list.
+    pub file: usize,
+    /// Row group indexes, ascending; pruned row groups between them are skipped.
+    pub row_groups: Vec<usize>,
+    /// Compressed bytes of the projected column chunks.
+    pub bytes: u64,
+}
+
+/// The row groups one file keeps, each with the bytes the query reads from it.
+#[derive(Debug, Clone)]
+pub struct FileWork {
+    pub file: usize,
+    pub row_groups: Vec<(usize, u64)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct BucketOptions {
+    /// How many buckets to aim for (twice the threads: a slow bucket then delays less).
+    pub target_buckets: usize,
+    pub min_bucket_bytes: u64,
+    pub max_bucket_bytes: u64,
+}
+
+impl BucketOptions {
+    pub fn for_threads(threads: usize) -> Self {
+        Self {
+            target_buckets: threads.max(1) * 2,
+            min_bucket_bytes: MIN_BUCKET_BYTES,
+            max_bucket_bytes: MAX_BUCKET_BYTES,
+        }
+    }
+
+    fn target_bytes(&self, total: u64) -> u64 {
+        (total / self.target_buckets.max(1) as u64)
+            .max(self.min_bucket_bytes)
+            .min(self.max_bucket_bytes)
+            .max(1)
+    }
+}
+
+/// Splits each file into buckets of about `total / target_buckets` bytes.
+pub fn plan_buckets(files: &[FileWork], options: &BucketOptions) -> Vec<Bucket> {
+    let total: u64 = files
+        .iter()
+        .flat_map(|f| &f.row_groups)
+        .map(|(_, b)| b)
+        .sum();
+    let target = options.target_bytes(total);
+    let mut buckets = Vec::new();
+    for file in files {
+        let mut current = Bucket {
+            file: file.file,
+            row_groups: vec![],
+            bytes: 0,
+        };
+        for &(row_group, bytes) in &file.row_groups {
+            // Close the run when this row group would take it further past the target
+            // than stopping short of it.
+            if !current.row_groups.is_empty() && current.bytes + bytes / 2 > target {
+                buckets.push(std::mem::replace(
+                    &mut current,
+                    Bucket {
+                        file: file.file,
+                        row_groups: vec![],
+                        bytes: 0,
+                    },
+                ));
+            }
+            current.row_groups.push(row_group);
+            current.bytes += bytes;
+        }
+        if !current.row_groups.is_empty() {
+            buckets.push(current);
+        }
+    }
+    buckets
+}
+
+/// Groups buckets into partitions: a big bucket stands alone, consecutive small ones share
+/// a partition up to the same target, so a thousand small files do not make a thousand
+/// partitions.
+pub fn group_buckets(buckets: Vec<Bucket>, options: &BucketOptions) -> Vec<Vec<Bucket>> {
+    let total: u64 = buckets.iter().map(|b| b.bytes).sum();
+    let target = options.target_bytes(total);
+    let mut groups: Vec<Vec<Bucket>> = Vec::new();
+    let mut bytes = 0;
+    for bucket in buckets {
+        match groups.last_mut() {
+            Some(group) if bytes + bucket.bytes <= target => {
+                bytes += bucket.bytes;
+                group.push(bucket);
+            }
+            _ => {
+                bytes = bucket.bytes;
+                groups.push(vec![bucket]);
+            }
+        }
+    }
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1024 * 1024;
+
+    fn file(index: usize, sizes: &[u64]) -> FileWork {
+        FileWork {
+            file: index,
+            row_groups: sizes.iter().copied().enumerate().collect(),
+        }
+    }
+
+    #[test]
+    fn one_big_file_is_split_for_every_thread() {
+        let files = [file(0, &[20 * MIB; 40])];
+        let buckets = plan_buckets(&files, &BucketOptions::for_threads(4));
+        assert_eq!(buckets.len(), 8);
+        let covered: Vec<usize> = buckets.iter().flat_map(|b| b.row_groups.clone()).collect();
+        assert_eq!(
+            covered,
+            (0..40).collect::<Vec<_>>(),
+            "contiguous, complete, in order"
+        );
+        assert!(buckets.iter().all(|b| b.bytes == 100 * MIB));
+    }
+
+    #[test]
+    fn a_small_file_is_not_split() {
+        let files = [file(0, &[MIB; 6])];
+        let buckets = plan_buckets(&files, &BucketOptions::for_threads(8));
+        assert_eq!(buckets.len(), 1);
+    }
+
+    #[test]
+    fn no_bucket_exceeds_the_memory_cap_by_more_than_one_row_group() {
+        let files = [file(0, &[100 * MIB; 10])];
+        let options = BucketOptions::for_threads(1);
+        for bucket in plan_buckets(&files, &options) {
+            assert!(bucket.bytes <= options.max_bucket_bytes + 100 * MIB);
+        }
+    }
+
+    #[test]
+    fn pruned_row_groups_are_skipped_and_files_never_mix() {
+        let files = [
+            FileWork {
+                file: 0,
+                row_groups: vec![(0, MIB), (3, MIB)],
+            },
+            FileWork {
+                file: 1,
+                row_groups: vec![(1, MIB)],
+            },
+        ];
+        let buckets = plan_buckets(&files, &BucketOptions::for_threads(2));
+        assert_eq!(
+            buckets[0],
+            Bucket {
+                file: 0,
+                row_groups: vec![0, 3],
+                bytes: 2 * MIB
+            }
+        );
+        assert_eq!(buckets[1].file, 1);
+        let groups = group_buckets(buckets, &BucketOptions::for_threads(2));
+        assert_eq!(groups.len(), 1, "small buckets share a partition");
+    }
+}

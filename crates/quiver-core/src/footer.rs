@@ -1,0 +1,116 @@
+//! Footers: read and parsed once per file, shared by every bucket of that file. The first
+//! read takes the file's last `FOOTER_READ_BYTES` in one request, which holds the whole
+//! footer of nearly every file; a larger footer costs exactly one more request.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+
+use crate::error::{QuiverError, Result};
+use crate::metrics::QueryMetrics;
+use crate::source::{ObjectMeta, ObjectSource};
+
+/// 512 KiB: large enough for the footer of files with thousands of row groups, small enough
+/// that one request costs about what a 1-byte request costs against object storage.
+pub const FOOTER_READ_BYTES: u64 = 512 * 1024;
+
+/// The 8 bytes at the end of every Parquet file: footer length (u32 LE) and `PAR1`.
+const FOOTER_TAIL: u64 = 8;
+
+#[derive(Debug, Default)]
+pub struct FooterCache {
+    /// Keyed by path and version (etag, or size + mtime), so a rewritten file is re-read.
+    entries: Mutex<HashMap<(String, String), Arc<ParquetMetaData>>>,
+}
+
+impl FooterCache {
+    pub async fn load(
+        &self,
+        source: &dyn ObjectSource,
+        meta: &ObjectMeta,
+        metrics: &QueryMetrics,
+    ) -> Result<Arc<ParquetMetaData>> {
+        let key = (meta.path.clone(), meta.version.clone());
+        if let Some(found) = self
+            .entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            QueryMetrics::add(&metrics.footer_cache_hits, 1);
+            return Ok(Arc::clone(found));
+        }
+        let parsed = Arc::new(read_footer(source, meta, metrics).await?);
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, Arc::clone(&parsed));
+        Ok(parsed)
+    }
+}
+
+async fn read_footer(
+    source: &dyn ObjectSource,
+    meta: &ObjectMeta,
+    metrics: &QueryMetrics,
+) -> Result<ParquetMetaData> {
+    let path = &meta.path;
+    let not_parquet = |reason: &str| QuiverError::NotParquet {
+        path: path.clone(),
+        reason: reason.to_string(),
+    };
+    if meta.size < 12 {
+        return Err(not_parquet(&format!(
+            "{} bytes, too small to hold a footer",
+            meta.size
+        )));
+    }
+    let first = FOOTER_READ_BYTES.min(meta.size);
+    let tail = fetch(source, path, meta.size - first, meta.size, metrics).await?;
+    let end = &tail[tail.len() - FOOTER_TAIL as usize..];
+    if &end[4..] != b"PAR1" {
+        return Err(not_parquet(
+            "it does not end with the Parquet magic bytes 'PAR1'; truncated or another format",
+        ));
+    }
+    let footer_len = u32::from_le_bytes(end[..4].try_into().expect("4 bytes")) as u64;
+    if footer_len + FOOTER_TAIL + 4 > meta.size {
+        return Err(QuiverError::CorruptFooter {
+            path: path.clone(),
+            reason: format!(
+                "footer length {footer_len} exceeds the file size {}",
+                meta.size
+            ),
+        });
+    }
+    let needed = footer_len + FOOTER_TAIL;
+    let footer = if needed <= first {
+        tail.slice((first - needed) as usize..(first - FOOTER_TAIL) as usize)
+    } else {
+        // One more request for the part of the footer before what we already hold.
+        let head = fetch(source, path, meta.size - needed, meta.size - first, metrics).await?;
+        let mut joined = BytesMut::with_capacity(needed as usize);
+        joined.extend_from_slice(&head);
+        joined.extend_from_slice(&tail[..tail.len() - FOOTER_TAIL as usize]);
+        joined.freeze()
+    };
+    ParquetMetaDataReader::decode_metadata(&footer).map_err(|e| QuiverError::CorruptFooter {
+        path: path.clone(),
+        reason: e.to_string(),
+    })
+}
+
+async fn fetch(
+    source: &dyn ObjectSource,
+    path: &str,
+    start: u64,
+    end: u64,
+    metrics: &QueryMetrics,
+) -> Result<Bytes> {
+    let bytes = source.get_range(path, start..end).await?;
+    metrics.record_read(bytes.len() as u64);
+    QueryMetrics::add(&metrics.footer_requests, 1);
+    Ok(bytes)
+}

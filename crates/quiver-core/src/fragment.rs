@@ -1,0 +1,276 @@
+//! Fragments: the parts of a physical plan that run without DataFusion's tokio machinery,
+//! so that rayon threads in the browser, or a Lambda worker, can run them bucket by bucket.
+//!
+//! A fragment is a maximal subtree made only of per-partition operators (output partition
+//! `i` depends on input partition `i` alone: scan, filter, projection, partial aggregate,
+//! TopK) over exactly one `BucketScanExec`. Everything else stays on the coordinator, which
+//! runs it over the fragments' outputs (final aggregate, joins, sort, limit).
+
+use std::io::Cursor;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::ipc::reader::StreamReader;
+use datafusion::arrow::ipc::writer::StreamWriter;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::sorts::sort::SortExec;
+use datafusion::physical_plan::{collect, replace_children_if_necessary, ExecutionPlan};
+use datafusion_proto::bytes::{
+    physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
+};
+use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
+use futures::TryStreamExt;
+
+use crate::bucket::Bucket;
+use crate::runtime::QuiverRuntime;
+use crate::scan::{BucketScanExec, ScanFile, ScanSummary};
+
+/// Whether output partition `i` of `plan` depends only on input partition `i`, computed
+/// without spawning tasks.
+fn is_per_partition(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    match plan.name() {
+        "BucketScanExec"
+        | "FilterExec"
+        | "ProjectionExec"
+        | "CoalesceBatchesExec"
+        | "LocalLimitExec" => true,
+        "AggregateExec" => plan
+            .downcast_ref::<AggregateExec>()
+            .is_some_and(|a| *a.mode() == AggregateMode::Partial),
+        "SortExec" => plan
+            .downcast_ref::<SortExec>()
+            .is_some_and(|s| s.preserve_partitioning()),
+        _ => false,
+    }
+}
+
+/// A fragment: a chain of per-partition operators ending in one scan.
+pub fn is_fragment(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    let mut node = Arc::clone(plan);
+    loop {
+        if !is_per_partition(&node) {
+            return false;
+        }
+        let children = node.children();
+        match children.as_slice() {
+            [] => return node.name() == "BucketScanExec",
+            [only] => {
+                let next = Arc::clone(only);
+                node = next;
+            }
+            _ => return false,
+        }
+    }
+}
+
+fn scan_of(fragment: &Arc<dyn ExecutionPlan>) -> Option<&BucketScanExec> {
+    let mut node = fragment;
+    loop {
+        if let Some(scan) = node.downcast_ref::<BucketScanExec>() {
+            return Some(scan);
+        }
+        node = node.children().into_iter().next()?;
+    }
+}
+
+/// Replaces the scan at the bottom of `fragment` by `scan`, rebuilding the chain above it.
+fn with_scan(
+    fragment: &Arc<dyn ExecutionPlan>,
+    scan: Arc<dyn ExecutionPlan>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    if fragment.downcast_ref::<BucketScanExec>().is_some() {
+        return Ok(scan);
+    }
+    let child = fragment
+        .children()
+        .into_iter()
+        .next()
+        .ok_or_else(|| DataFusionError::Internal("fragment without a scan".into()))?;
+    let child = with_scan(child, scan)?;
+    replace_children_if_necessary(Arc::clone(fragment), vec![child])
+}
+
+/// The fragments of `plan`, outermost first.
+pub fn fragments(plan: &Arc<dyn ExecutionPlan>) -> Vec<Arc<dyn ExecutionPlan>> {
+    if is_fragment(plan) {
+        return vec![Arc::clone(plan)];
+    }
+    plan.children().into_iter().flat_map(fragments).collect()
+}
+
+/// Serialises a fragment as a worker receives it: datafusion-proto with our codec.
+pub fn encode(fragment: &Arc<dyn ExecutionPlan>) -> Result<Vec<u8>> {
+    Ok(physical_plan_to_bytes_with_extension_codec(Arc::clone(fragment), &QuiverCodec)?.to_vec())
+}
+
+pub fn decode(bytes: &[u8], context: &TaskContext) -> Result<Arc<dyn ExecutionPlan>> {
+    physical_plan_from_bytes_with_extension_codec(bytes, context, &QuiverCodec)
+}
+
+/// Runs `plan` the way the browser and Lambda do: every fragment travels as bytes, its
+/// partitions are fetched on this thread and computed on `pool`'s threads with a plain
+/// `block_on` (no tokio), and the rest of the plan merges their outputs here.
+pub async fn execute_with_fragments(
+    plan: Arc<dyn ExecutionPlan>,
+    context: Arc<TaskContext>,
+    pool: &rayon::ThreadPool,
+) -> Result<Vec<RecordBatch>> {
+    let coordinator = replace_fragments(plan, &context, pool)?;
+    collect(coordinator, context).await
+}
+
+fn replace_fragments(
+    plan: Arc<dyn ExecutionPlan>,
+    context: &Arc<TaskContext>,
+    pool: &rayon::ThreadPool,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    if is_fragment(&plan) {
+        let partitions = run_fragment(&encode(&plan)?, context, pool)?;
+        return Ok(MemorySourceConfig::try_new_exec(
+            &partitions,
+            plan.schema(),
+            None,
+        )?);
+    }
+    let children = plan
+        .children()
+        .into_iter()
+        .map(|child| replace_fragments(Arc::clone(child), context, pool))
+        .collect::<Result<Vec<_>>>()?;
+    replace_children_if_necessary(plan, children)
+}
+
+/// One fragment, all its partitions: fetch the next partition while earlier ones compute.
+pub fn run_fragment(
+    bytes: &[u8],
+    context: &Arc<TaskContext>,
+    pool: &rayon::ThreadPool,
+) -> Result<Vec<Vec<RecordBatch>>> {
+    let fragment = decode(bytes, context)?;
+    let scan = scan_of(&fragment)
+        .ok_or_else(|| DataFusionError::Internal("fragment without a scan".into()))?
+        .clone();
+    let runtime = QuiverRuntime::of(context.session_config())?;
+    let count = scan.partitions().len();
+    let in_flight_limit = pool.current_num_threads() + 1;
+    let (sender, receiver) = mpsc::channel::<(usize, Result<Vec<RecordBatch>>)>();
+    let mut results: Vec<Option<Vec<RecordBatch>>> = vec![None; count];
+    let mut in_flight = 0;
+    let mut first_error = None;
+    let receive = |results: &mut Vec<Option<Vec<RecordBatch>>>,
+                   first_error: &mut Option<DataFusionError>| {
+        if let Ok((index, result)) = receiver.recv() {
+            match result {
+                Ok(batches) => results[index] = Some(batches),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+    };
+    for partition in 0..count {
+        if in_flight >= in_flight_limit {
+            receive(&mut results, &mut first_error);
+            in_flight -= 1;
+        }
+        if first_error.is_some() {
+            break;
+        }
+        // Fetch here, outside the pool: a compute thread never waits on I/O.
+        let inputs = match futures::executor::block_on(scan.fetch_partition(partition, &runtime)) {
+            Ok(inputs) => inputs,
+            Err(e) => {
+                first_error = Some(e);
+                break;
+            }
+        };
+        let instance = with_scan(&fragment, Arc::new(scan.with_fetched(partition, inputs)?))?;
+        let (sender, context) = (sender.clone(), Arc::clone(context));
+        pool.spawn(move || {
+            let computed = instance
+                .execute(0, context)
+                .and_then(|stream| futures::executor::block_on(stream.try_collect::<Vec<_>>()));
+            let _ = sender.send((partition, computed));
+        });
+        in_flight += 1;
+    }
+    for _ in 0..in_flight {
+        receive(&mut results, &mut first_error);
+    }
+    if let Some(error) = first_error {
+        return Err(error);
+    }
+    Ok(results.into_iter().map(Option::unwrap_or_default).collect())
+}
+
+/// datafusion-proto codec for our scan: the scan is data (schema, files, buckets), so it
+/// travels as Arrow IPC (schema) and JSON (the rest).
+#[derive(Debug)]
+pub struct QuiverCodec;
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ScanMessage {
+    file_columns: usize,
+    projection: Option<Vec<usize>>,
+    files: Vec<ScanFile>,
+    partitions: Vec<Vec<Bucket>>,
+    summary: ScanSummary,
+}
+
+impl PhysicalExtensionCodec for QuiverCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        _inputs: &[Arc<dyn ExecutionPlan>],
+        _ctx: &TaskContext,
+        _proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let bad = |what: &str| DataFusionError::Internal(format!("malformed scan message: {what}"));
+        let schema_len = u32::from_le_bytes(
+            buf.get(..4)
+                .ok_or_else(|| bad("too short"))?
+                .try_into()
+                .map_err(|_| bad("length"))?,
+        ) as usize;
+        let schema_bytes = buf.get(4..4 + schema_len).ok_or_else(|| bad("schema"))?;
+        let schema: SchemaRef = StreamReader::try_new(Cursor::new(schema_bytes), None)?.schema();
+        let message: ScanMessage =
+            serde_json::from_slice(&buf[4 + schema_len..]).map_err(|e| bad(&e.to_string()))?;
+        Ok(Arc::new(BucketScanExec::try_new(
+            schema,
+            message.file_columns,
+            message.projection,
+            Arc::new(message.files),
+            message.partitions,
+            message.summary,
+        )?))
+    }
+
+    fn try_encode(
+        &self,
+        node: Arc<dyn ExecutionPlan>,
+        buf: &mut Vec<u8>,
+        _proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<()> {
+        let scan = node.downcast_ref::<BucketScanExec>().ok_or_else(|| {
+            DataFusionError::NotImplemented(format!("cannot serialise {}", node.name()))
+        })?;
+        let mut schema_bytes = Vec::new();
+        StreamWriter::try_new(&mut schema_bytes, scan.table_schema())?.finish()?;
+        let message = ScanMessage {
+            file_columns: scan.file_columns(),
+            projection: scan.projection().cloned(),
+            files: scan.files().as_ref().clone(),
+            partitions: scan.partitions().to_vec(),
+            summary: scan.summary().clone(),
+        };
+        buf.extend_from_slice(&(schema_bytes.len() as u32).to_le_bytes());
+        buf.extend_from_slice(&schema_bytes);
+        serde_json::to_writer(buf, &message).map_err(|e| DataFusionError::Internal(e.to_string()))
+    }
+}

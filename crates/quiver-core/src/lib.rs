@@ -1,0 +1,22 @@
+//! Quiver's engine: SQL over Parquet files on local disk (and, through the same narrow
+//! source trait, object storage). Modules follow the flow of a query, top to bottom;
+//! none imports one above it.
+//!
+//! source → footer → prune → bucket → fetch → scan → table → fragment → session → format
+
+pub mod bucket;
+pub mod error;
+pub mod fetch;
+pub mod footer;
+pub mod format;
+pub mod fragment;
+pub mod metrics;
+pub mod prune;
+pub mod runtime;
+pub mod scan;
+pub mod session;
+pub mod source;
+pub mod table;
+
+pub use error::{describe, QuiverError};
+pub use session::{ExecutorKind, QueryOutput, QuiverSession, SessionOptions};

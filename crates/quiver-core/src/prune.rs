@@ -1,0 +1,133 @@
+//! Pruning before any data is read: files by the values the listing gives them (hive and
+//! virtual columns), row groups by the min/max statistics in their footer.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, UInt64Array};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::common::pruning::PruningStatistics;
+use datafusion::common::{Column, ScalarValue};
+use datafusion::error::Result;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_optimizer::pruning::PruningPredicate;
+use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+use parquet::file::metadata::ParquetMetaData;
+
+/// Which row groups of one file may hold rows that pass `predicate`.
+pub fn row_groups_to_read(
+    predicate: Option<&PruningPredicate>,
+    metadata: &ParquetMetaData,
+    file_schema: &Schema,
+    table_schema: &SchemaRef,
+) -> Vec<bool> {
+    let count = metadata.num_row_groups();
+    let Some(predicate) = predicate else {
+        return vec![true; count];
+    };
+    let stats = RowGroupStatistics {
+        metadata,
+        file_schema,
+        table_schema,
+    };
+    // Pruning is an optimisation: if statistics cannot be used, read everything.
+    predicate
+        .prune(&stats)
+        .unwrap_or_else(|_| vec![true; count])
+}
+
+/// Evaluates `filter` (over listing columns only) on one row per file; `true` keeps it.
+pub fn files_to_read(
+    filter: &Arc<dyn PhysicalExpr>,
+    listing_columns: &RecordBatch,
+) -> Result<Vec<bool>> {
+    let value = filter
+        .evaluate(listing_columns)?
+        .into_array(listing_columns.num_rows())?;
+    let mask = value
+        .as_any()
+        .downcast_ref::<BooleanArray>()
+        .ok_or_else(|| {
+            datafusion::error::DataFusionError::Plan("file filter is not boolean".into())
+        })?;
+    Ok((0..mask.len())
+        .map(|i| mask.is_valid(i) && mask.value(i))
+        .collect())
+}
+
+struct RowGroupStatistics<'a> {
+    metadata: &'a ParquetMetaData,
+    file_schema: &'a Schema,
+    table_schema: &'a SchemaRef,
+}
+
+impl RowGroupStatistics<'_> {
+    fn converter(&self, column: &Column) -> Option<StatisticsConverter<'_>> {
+        StatisticsConverter::try_new(
+            &column.name,
+            self.file_schema,
+            self.metadata.file_metadata().schema_descr(),
+        )
+        .ok()
+    }
+
+    /// Statistics come in the file's type; the predicate speaks the table's (which a schema
+    /// override may change). Cast, or give up on this column.
+    fn in_table_type(&self, column: &Column, values: ArrayRef) -> Option<ArrayRef> {
+        let wanted = self
+            .table_schema
+            .field_with_name(&column.name)
+            .ok()?
+            .data_type();
+        if values.data_type() == wanted {
+            Some(values)
+        } else {
+            cast(&values, wanted).ok()
+        }
+    }
+}
+
+impl PruningStatistics for RowGroupStatistics<'_> {
+    fn min_values(&self, column: &Column) -> Option<ArrayRef> {
+        let mins = self
+            .converter(column)?
+            .row_group_mins(self.metadata.row_groups())
+            .ok()?;
+        self.in_table_type(column, mins)
+    }
+
+    fn max_values(&self, column: &Column) -> Option<ArrayRef> {
+        let maxes = self
+            .converter(column)?
+            .row_group_maxes(self.metadata.row_groups())
+            .ok()?;
+        self.in_table_type(column, maxes)
+    }
+
+    fn num_containers(&self) -> usize {
+        self.metadata.num_row_groups()
+    }
+
+    fn null_counts(&self, column: &Column) -> Option<ArrayRef> {
+        let counts = self
+            .converter(column)?
+            .row_group_null_counts(self.metadata.row_groups())
+            .ok()?;
+        Some(Arc::new(counts))
+    }
+
+    fn row_counts(&self) -> Option<ArrayRef> {
+        let counts: UInt64Array = self
+            .metadata
+            .row_groups()
+            .iter()
+            .map(|rg| Some(rg.num_rows() as u64))
+            .collect();
+        Some(Arc::new(counts))
+    }
+
+    fn contained(&self, _column: &Column, _values: &HashSet<ScalarValue>) -> Option<BooleanArray> {
+        None
+    }
+}

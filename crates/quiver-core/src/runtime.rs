@@ -1,0 +1,87 @@
+//! What a running query reaches through DataFusion's session config: sources, the footer
+//! cache, fetch settings, the memory budget for bytes in flight, and this query's metrics.
+//! Plans carry only data (paths, buckets); everything stateful lives here, so a plan that
+//! travels to a worker finds the worker's own runtime.
+
+use std::sync::{Arc, Mutex, RwLock};
+
+use datafusion::error::{DataFusionError, Result};
+use datafusion::prelude::SessionConfig;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::fetch::FetchOptions;
+use crate::footer::FooterCache;
+use crate::metrics::QueryMetrics;
+use crate::source::Sources;
+
+/// 1 GiB of fetched, not yet decoded bytes at most; buckets wait for room beyond it.
+pub const MEMORY_BUDGET_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// The budget is counted in 64 KiB units to fit the semaphore's permit count.
+const UNIT: u64 = 64 * 1024;
+
+#[derive(Debug)]
+pub struct QuiverRuntime {
+    pub sources: Sources,
+    pub footers: FooterCache,
+    fetch: Mutex<FetchOptions>,
+    metrics: RwLock<Arc<QueryMetrics>>,
+    memory: Arc<Semaphore>,
+    memory_units: u32,
+}
+
+impl Default for QuiverRuntime {
+    fn default() -> Self {
+        Self::new(Sources::default(), MEMORY_BUDGET_BYTES)
+    }
+}
+
+impl QuiverRuntime {
+    pub fn new(sources: Sources, memory_budget_bytes: u64) -> Self {
+        let memory_units = (memory_budget_bytes / UNIT).clamp(1, u32::MAX as u64 / 2) as u32;
+        Self {
+            sources,
+            footers: FooterCache::default(),
+            fetch: Mutex::new(FetchOptions::default()),
+            metrics: RwLock::new(Arc::default()),
+            memory: Arc::new(Semaphore::new(memory_units as usize)),
+            memory_units,
+        }
+    }
+
+    /// The runtime a plan runs with, from DataFusion's session config.
+    pub fn of(config: &SessionConfig) -> Result<Arc<Self>> {
+        config
+            .get_extension::<Self>()
+            .ok_or_else(|| DataFusionError::Internal("this session has no Quiver runtime".into()))
+    }
+
+    /// Starts a query's metrics afresh and returns them.
+    pub fn begin_query(&self) -> Arc<QueryMetrics> {
+        let fresh = Arc::new(QueryMetrics::default());
+        *self.metrics.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&fresh);
+        fresh
+    }
+
+    pub fn metrics(&self) -> Arc<QueryMetrics> {
+        Arc::clone(&self.metrics.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    pub fn fetch_options(&self) -> FetchOptions {
+        *self.fetch.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn set_fetch_options(&self, options: FetchOptions) {
+        *self.fetch.lock().unwrap_or_else(|p| p.into_inner()) = options;
+    }
+
+    /// Waits until `bytes` fit in the memory budget; the room returns when the permit drops.
+    /// A request larger than the whole budget takes the whole budget.
+    pub async fn reserve(&self, bytes: u64) -> Result<OwnedSemaphorePermit> {
+        let units = bytes.div_ceil(UNIT).clamp(1, self.memory_units as u64) as u32;
+        Arc::clone(&self.memory)
+            .acquire_many_owned(units)
+            .await
+            .map_err(|e| DataFusionError::Internal(format!("memory budget closed: {e}")))
+    }
+}

@@ -1,0 +1,479 @@
+//! The scan: a leaf of DataFusion's physical plan whose partitions are groups of buckets.
+//! It holds only data (files, buckets, projection), so it serialises for a worker as it is.
+//! Executing a partition fetches the partition's planned byte ranges, then decodes them with
+//! DataFusion's Parquet reader, which reads from memory through `BucketReaderFactory`.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::ScalarValue;
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::object_store::ObjectStoreUrl;
+use datafusion::datasource::physical_plan::parquet::ParquetAccessPlan;
+use datafusion::datasource::physical_plan::{
+    FileGroup, FileScanConfigBuilder, ParquetFileReaderFactory, ParquetSource,
+};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::datasource::table_schema::TableSchema;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use futures::future::{try_join_all, BoxFuture, FutureExt};
+use futures::{StreamExt, TryStreamExt};
+use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::arrow::parquet_to_arrow_schema;
+use parquet::file::metadata::ParquetMetaData;
+use serde::{Deserialize, Serialize};
+
+use crate::bucket::Bucket;
+use crate::error::QuiverError;
+use crate::fetch::{column_chunk_ranges, fetch_ranges, FetchedBytes};
+use crate::metrics::QueryMetrics;
+use crate::runtime::QuiverRuntime;
+use crate::source::{ObjectMeta, ObjectSource};
+
+/// One file of a scan, with the values of its listing columns (hive, then virtual) as
+/// text, typed again by the scan's partition fields: text survives serialisation as is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScanFile {
+    pub meta: ObjectMeta,
+    pub listing_values: Vec<Option<String>>,
+}
+
+/// What the plan says it will read, for EXPLAIN.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ScanSummary {
+    pub files: usize,
+    pub files_pruned: usize,
+    pub row_groups: usize,
+    pub row_groups_pruned: usize,
+    pub bytes_planned: u64,
+}
+
+/// The scan over buckets. Output partition `i` reads the buckets of `partitions[i]`.
+#[derive(Debug, Clone)]
+pub struct BucketScanExec {
+    /// File columns first, then listing columns (hive, virtual).
+    table_schema: SchemaRef,
+    file_columns: usize,
+    projection: Option<Vec<usize>>,
+    files: Arc<Vec<ScanFile>>,
+    partitions: Vec<Vec<Bucket>>,
+    summary: ScanSummary,
+    properties: Arc<PlanProperties>,
+    /// Inputs fetched ahead of execution for a one-partition scan ("fetch, then compute":
+    /// the fragment executor fetches outside the compute pool, then decodes on it).
+    fetched: Option<Arc<Vec<PartitionedFile>>>,
+}
+
+impl BucketScanExec {
+    pub fn try_new(
+        table_schema: SchemaRef,
+        file_columns: usize,
+        projection: Option<Vec<usize>>,
+        files: Arc<Vec<ScanFile>>,
+        partitions: Vec<Vec<Bucket>>,
+        summary: ScanSummary,
+    ) -> Result<Self> {
+        let projected = match &projection {
+            Some(indices) => Arc::new(table_schema.project(indices)?),
+            None => Arc::clone(&table_schema),
+        };
+        // At least one partition, so that operators above always have an input to drain.
+        let partitions = if partitions.is_empty() {
+            vec![vec![]]
+        } else {
+            partitions
+        };
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(projected),
+            Partitioning::UnknownPartitioning(partitions.len()),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        Ok(Self {
+            table_schema,
+            file_columns,
+            projection,
+            files,
+            partitions,
+            summary,
+            properties: Arc::new(properties),
+            fetched: None,
+        })
+    }
+
+    pub fn table_schema(&self) -> &SchemaRef {
+        &self.table_schema
+    }
+    pub fn file_columns(&self) -> usize {
+        self.file_columns
+    }
+    pub fn projection(&self) -> Option<&Vec<usize>> {
+        self.projection.as_ref()
+    }
+    pub fn files(&self) -> &Arc<Vec<ScanFile>> {
+        &self.files
+    }
+    pub fn partitions(&self) -> &[Vec<Bucket>] {
+        &self.partitions
+    }
+    pub fn summary(&self) -> &ScanSummary {
+        &self.summary
+    }
+
+    /// The same scan restricted to the given partitions (one worker's share).
+    pub fn with_partitions(&self, partitions: Vec<Vec<Bucket>>) -> Result<Self> {
+        Self::try_new(
+            Arc::clone(&self.table_schema),
+            self.file_columns,
+            self.projection.clone(),
+            Arc::clone(&self.files),
+            partitions,
+            self.summary.clone(),
+        )
+    }
+
+    /// Fetches the bytes of partition `partition` without decoding anything.
+    pub async fn fetch_partition(
+        &self,
+        partition: usize,
+        runtime: &QuiverRuntime,
+    ) -> Result<Vec<PartitionedFile>> {
+        let metrics = runtime.metrics();
+        let buckets = self.partitions.get(partition).cloned().unwrap_or_default();
+        try_join_all(
+            buckets
+                .iter()
+                .map(|bucket| self.read_bucket(runtime, bucket, &metrics)),
+        )
+        .await
+    }
+
+    /// This scan's partition `partition` alone, with its bytes already fetched.
+    pub fn with_fetched(&self, partition: usize, inputs: Vec<PartitionedFile>) -> Result<Self> {
+        let mut one = self.with_partitions(vec![self
+            .partitions
+            .get(partition)
+            .cloned()
+            .unwrap_or_default()])?;
+        one.fetched = Some(Arc::new(inputs));
+        Ok(one)
+    }
+
+    fn projected_file_columns(&self) -> Vec<String> {
+        let all: Vec<usize> = (0..self.table_schema.fields().len()).collect();
+        self.projection
+            .as_ref()
+            .unwrap_or(&all)
+            .iter()
+            .filter(|&&i| i < self.file_columns)
+            .map(|&i| self.table_schema.field(i).name().clone())
+            .collect()
+    }
+}
+
+impl DisplayAs for BucketScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let s = &self.summary;
+        let buckets: usize = self.partitions.iter().map(Vec::len).sum();
+        write!(
+            f,
+            "BucketScanExec: files={} (pruned {}), row groups={} (pruned {}), buckets={} in {} partitions, bytes planned={}",
+            s.files,
+            s.files_pruned,
+            s.row_groups,
+            s.row_groups_pruned,
+            buckets,
+            self.partitions.len(),
+            s.bytes_planned
+        )?;
+        let columns: Vec<&str> = match &self.projection {
+            Some(p) => p
+                .iter()
+                .map(|&i| self.table_schema.field(i).name().as_str())
+                .collect(),
+            None => self
+                .table_schema
+                .fields()
+                .iter()
+                .map(|f| f.name().as_str())
+                .collect(),
+        };
+        write!(f, ", columns=[{}]", columns.join(", "))
+    }
+}
+
+impl ExecutionPlan for BucketScanExec {
+    fn name(&self) -> &'static str {
+        "BucketScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let buckets = self.partitions.get(partition).cloned().ok_or_else(|| {
+            DataFusionError::Internal(format!("BucketScanExec has no partition {partition}"))
+        })?;
+        let runtime = QuiverRuntime::of(context.session_config())?;
+        if let Some(inputs) = &self.fetched {
+            let decoded = self.decoder(inputs.as_ref().clone())?.execute(0, context)?;
+            let metrics = runtime.metrics();
+            let done = buckets.len() as u64;
+            let finished = futures::stream::once(async move {
+                QueryMetrics::add(&metrics.buckets_done, done);
+                None
+            });
+            let stream = decoded
+                .map(Some)
+                .chain(finished)
+                .filter_map(futures::future::ready);
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                self.schema(),
+                stream,
+            )));
+        }
+        let scan = self.clone();
+        let schema = self.schema();
+        let stream = futures::stream::once(async move {
+            let metrics = runtime.metrics();
+            let bytes: u64 = buckets.iter().map(|b| b.bytes).sum();
+            let permit = runtime.reserve(bytes).await?;
+            let inputs = try_join_all(
+                buckets
+                    .iter()
+                    .map(|bucket| scan.read_bucket(&runtime, bucket, &metrics)),
+            )
+            .await?;
+            let plan = scan.decoder(inputs)?;
+            let done = buckets.len() as u64;
+            let decoded = plan.execute(0, context)?;
+            // The permit (memory budget) is held until the partition's batches are all out.
+            let finished = futures::stream::once(async move {
+                drop(permit);
+                QueryMetrics::add(&metrics.buckets_done, done);
+                None
+            });
+            Ok::<_, DataFusionError>(
+                decoded
+                    .map(Some)
+                    .chain(finished)
+                    .filter_map(futures::future::ready),
+            )
+        })
+        .try_flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+}
+
+/// A bucket ready to decode: its file's parsed footer and the bytes its plan fetched.
+#[derive(Debug)]
+struct BucketInput {
+    meta: ObjectMeta,
+    source: Arc<dyn ObjectSource>,
+    metadata: Arc<ParquetMetaData>,
+    fetched: FetchedBytes,
+    metrics: Arc<QueryMetrics>,
+}
+
+impl BucketScanExec {
+    async fn read_bucket(
+        &self,
+        runtime: &QuiverRuntime,
+        bucket: &Bucket,
+        metrics: &Arc<QueryMetrics>,
+    ) -> Result<PartitionedFile> {
+        let file = self.files.get(bucket.file).ok_or_else(|| {
+            DataFusionError::Internal(format!(
+                "bucket names file {} of {}",
+                bucket.file,
+                self.files.len()
+            ))
+        })?;
+        let meta = &file.meta;
+        let source = runtime.sources.for_path(&meta.path)?;
+        let metadata = runtime.footers.load(source.as_ref(), meta, metrics).await?;
+        let now = source.head(&meta.path).await?;
+        if now.version != meta.version {
+            return Err(QuiverError::Changed {
+                path: meta.path.clone(),
+                expected: meta.version.clone(),
+                found: now.version,
+            }
+            .into());
+        }
+        let leaves = leaf_columns(&metadata, &self.projected_file_columns())?;
+        let ranges = column_chunk_ranges(&metadata, &bucket.row_groups, &leaves);
+        let fetched = fetch_ranges(
+            source.as_ref(),
+            &meta.path,
+            &ranges,
+            &runtime.fetch_options(),
+            metrics,
+        )
+        .await?;
+
+        let mut access = ParquetAccessPlan::new_none(metadata.num_row_groups());
+        for &rg in &bucket.row_groups {
+            if rg >= metadata.num_row_groups() {
+                return Err(DataFusionError::Plan(format!(
+                    "{}: bucket names row group {rg} of {}",
+                    meta.path,
+                    metadata.num_row_groups()
+                )));
+            }
+            access.scan(rg);
+        }
+        let input = Arc::new(BucketInput {
+            meta: meta.clone(),
+            source,
+            metadata,
+            fetched,
+            metrics: Arc::clone(metrics),
+        });
+        Ok(PartitionedFile::new(meta.path.clone(), meta.size)
+            .with_partition_values(self.listing_values(file)?)
+            .with_extension(access)
+            .with_extension(input))
+    }
+
+    fn listing_values(&self, file: &ScanFile) -> Result<Vec<ScalarValue>> {
+        let fields = &self.table_schema.fields()[self.file_columns..];
+        fields
+            .iter()
+            .zip(&file.listing_values)
+            .map(|(field, value)| match value {
+                Some(text) => ScalarValue::try_from_string(text.clone(), field.data_type()),
+                None => ScalarValue::try_from(field.data_type()),
+            })
+            .collect()
+    }
+
+    /// DataFusion's Parquet reader over the fetched buckets, one partition.
+    fn decoder(&self, files: Vec<PartitionedFile>) -> Result<Arc<dyn ExecutionPlan>> {
+        let fields = self.table_schema.fields();
+        let file_schema = Arc::new(Schema::new(fields[..self.file_columns].to_vec()));
+        let listing_fields = fields[self.file_columns..].to_vec();
+        let source = ParquetSource::new(
+            TableSchema::builder(file_schema)
+                .with_table_partition_cols(listing_fields)
+                .build(),
+        )
+        .with_parquet_file_reader_factory(Arc::new(BucketReaderFactory))
+        .with_enable_page_index(false);
+        let config =
+            FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
+                .with_projection_indices(self.projection.clone())?
+                .with_file_group(FileGroup::new(files))
+                .build();
+        Ok(DataSourceExec::from_data_source(config))
+    }
+}
+
+/// Leaf column indexes (in the Parquet schema) of the named top-level columns.
+fn leaf_columns(metadata: &ParquetMetaData, names: &[String]) -> Result<Vec<usize>> {
+    let descriptor = metadata.file_metadata().schema_descr();
+    let arrow = parquet_to_arrow_schema(descriptor, metadata.file_metadata().key_value_metadata())?;
+    let roots: Vec<usize> = names
+        .iter()
+        .filter_map(|name| arrow.index_of(name).ok())
+        .collect();
+    Ok((0..descriptor.num_columns())
+        .filter(|&leaf| roots.contains(&descriptor.get_column_root_idx(leaf)))
+        .collect())
+}
+
+#[derive(Debug)]
+struct BucketReaderFactory;
+
+impl ParquetFileReaderFactory for BucketReaderFactory {
+    fn create_reader(
+        &self,
+        _partition_index: usize,
+        file: PartitionedFile,
+        _metadata_size_hint: Option<usize>,
+        _metrics: &ExecutionPlanMetricsSet,
+    ) -> Result<Box<dyn AsyncFileReader + Send>> {
+        let input = file.extension::<Arc<BucketInput>>().ok_or_else(|| {
+            DataFusionError::Internal("a bucket file reached the reader without its bytes".into())
+        })?;
+        Ok(Box::new(BucketReader(Arc::clone(input))))
+    }
+}
+
+/// Serves the decoder from fetched bytes; a range the plan did not foresee is read from
+/// the source (and counted), so a gap in planning costs a request, never a wrong answer.
+struct BucketReader(Arc<BucketInput>);
+
+impl BucketReader {
+    async fn read(input: &BucketInput, range: Range<u64>) -> parquet::errors::Result<Bytes> {
+        if let Some(bytes) = input.fetched.slice(&range) {
+            return Ok(bytes);
+        }
+        let bytes = input
+            .source
+            .get_range(&input.meta.path, range)
+            .await
+            .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))?;
+        input.metrics.record_read(bytes.len() as u64);
+        QueryMetrics::add(&input.metrics.unplanned_requests, 1);
+        Ok(bytes)
+    }
+}
+
+impl AsyncFileReader for BucketReader {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        let input = Arc::clone(&self.0);
+        async move { Self::read(&input, range).await }.boxed()
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        let input = Arc::clone(&self.0);
+        async move { try_join_all(ranges.into_iter().map(|r| Self::read(&input, r))).await }.boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        _options: Option<&'a parquet::arrow::arrow_reader::ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        let metadata = Arc::clone(&self.0.metadata);
+        async move { Ok(metadata) }.boxed()
+    }
+}

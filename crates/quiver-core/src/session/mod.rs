@@ -1,0 +1,237 @@
+//! A Quiver session: DataFusion configured with our tables, planner hooks and runtime, and
+//! the two ways to drive a plan (DataFusion's own threads, or fragments on rayon).
+
+mod listing_only;
+mod relations;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::physical_plan::{collect, ExecutionPlan};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::parser::{DFParser, Statement};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+
+use crate::fragment::execute_with_fragments;
+use crate::metrics::QueryMetrics;
+use crate::runtime::QuiverRuntime;
+use crate::source::ListingOptions;
+use crate::table::{QuiverTable, TableOptions};
+
+pub use relations::{path_tables, PathTable};
+
+/// Who drives the physical plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExecutorKind {
+    /// DataFusion runs the whole plan on its threads (the native default).
+    #[default]
+    DataFusion,
+    /// Fragments run bucket by bucket on rayon, as in the browser and on Lambda workers.
+    Fragments,
+}
+
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    pub threads: usize,
+    pub executor: ExecutorKind,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        Self {
+            threads,
+            executor: ExecutorKind::default(),
+        }
+    }
+}
+
+/// What a statement returned.
+#[derive(Debug)]
+pub struct QueryOutput {
+    pub schema: SchemaRef,
+    pub batches: Vec<RecordBatch>,
+    pub metrics: Arc<QueryMetrics>,
+}
+
+pub struct QuiverSession {
+    context: SessionContext,
+    runtime: Arc<QuiverRuntime>,
+    tables: Arc<relations::ResolvedTables>,
+    pool: rayon::ThreadPool,
+    options: SessionOptions,
+}
+
+impl QuiverSession {
+    pub fn new(options: SessionOptions) -> Result<Self> {
+        let runtime = Arc::new(QuiverRuntime::default());
+        let config = SessionConfig::new()
+            .with_target_partitions(options.threads.max(1))
+            .with_information_schema(true)
+            // Our buckets are the scan's parallelism; a round-robin exchange above the scan
+            // would also cut every fragment down to a bare scan.
+            .with_round_robin_repartition(false)
+            .with_extension(Arc::clone(&runtime));
+        let context = SessionContext::new_with_config(config);
+        let tables = Arc::new(relations::ResolvedTables::default());
+        context.register_relation_planner(Arc::new(relations::PathTablePlanner {
+            tables: Arc::clone(&tables),
+        }))?;
+        context.add_optimizer_rule(Arc::new(listing_only::ListingOnlyRule));
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(options.threads.max(1))
+            .thread_name(|i| format!("quiver-compute-{i}"))
+            .build()
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        Ok(Self {
+            context,
+            runtime,
+            tables,
+            pool,
+            options,
+        })
+    }
+
+    pub fn context(&self) -> &SessionContext {
+        &self.context
+    }
+
+    pub fn runtime(&self) -> &Arc<QuiverRuntime> {
+        &self.runtime
+    }
+
+    /// Runs every `;`-separated statement in order and returns the last one's output.
+    pub async fn run(&self, sql: &str) -> Result<QueryOutput> {
+        let statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})?;
+        if statements.is_empty() {
+            return Err(DataFusionError::Plan("no SQL statement given".into()));
+        }
+        let mut last = None;
+        for statement in statements {
+            last = Some(self.run_statement(statement).await?);
+        }
+        Ok(last.expect("at least one statement"))
+    }
+
+    /// The physical plan of the last statement of `sql` (earlier ones run, e.g. views).
+    pub async fn physical_plan(&self, sql: &str) -> Result<Arc<dyn ExecutionPlan>> {
+        let mut statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})?;
+        let last = statements
+            .pop_back()
+            .ok_or_else(|| DataFusionError::Plan("no SQL statement given".into()))?;
+        for statement in statements {
+            self.run_statement(statement).await?;
+        }
+        self.runtime.begin_query();
+        let plan = self.logical_plan(last).await?;
+        self.context
+            .execute_logical_plan(plan)
+            .await?
+            .create_physical_plan()
+            .await
+    }
+
+    async fn logical_plan(
+        &self,
+        statement: Statement,
+    ) -> Result<datafusion::logical_expr::LogicalPlan> {
+        self.prepare_tables(&statement).await?;
+        let plan = self.context.state().statement_to_plan(statement).await;
+        self.tables.clear();
+        plan
+    }
+
+    async fn run_statement(&self, statement: Statement) -> Result<QueryOutput> {
+        let metrics = self.runtime.begin_query();
+        let started = Instant::now();
+        let plan = self.logical_plan(statement).await?;
+        let frame = self.context.execute_logical_plan(plan).await?;
+        let physical = frame.create_physical_plan().await?;
+        metrics.record_phase("plan", started.elapsed());
+        let started = Instant::now();
+        let task = self.context.task_ctx();
+        let batches = match self.options.executor {
+            ExecutorKind::DataFusion => collect(Arc::clone(&physical), task).await?,
+            ExecutorKind::Fragments => {
+                execute_with_fragments(Arc::clone(&physical), task, &self.pool).await?
+            }
+        };
+        metrics.record_phase("execute", started.elapsed());
+        QueryMetrics::add(
+            &metrics.rows_out,
+            batches.iter().map(|b| b.num_rows() as u64).sum(),
+        );
+        Ok(QueryOutput {
+            schema: physical.schema(),
+            batches,
+            metrics,
+        })
+    }
+
+    /// Builds the path tables a statement names, for the planner to find.
+    async fn prepare_tables(&self, statement: &Statement) -> Result<()> {
+        let found = match statement {
+            Statement::Statement(inner) => path_tables(inner.as_ref())?,
+            Statement::Explain(explain) => match explain.statement.as_ref() {
+                Statement::Statement(inner) => path_tables(inner.as_ref())?,
+                _ => vec![],
+            },
+            _ => vec![],
+        };
+        for path_table in found {
+            if self.tables.get(&path_table.key).is_some() {
+                continue;
+            }
+            let options = TableOptions {
+                listing: ListingOptions {
+                    hive_partitioning: path_table.hive_partitioning,
+                },
+                schema_override: path_table
+                    .schema
+                    .as_deref()
+                    .map(|s| self.parse_schema(s))
+                    .transpose()?,
+            };
+            let table =
+                QuiverTable::try_new(&self.runtime, path_table.patterns.clone(), options).await?;
+            self.tables.insert(path_table.key, Arc::new(table));
+        }
+        Ok(())
+    }
+
+    /// `col TYPE, …` in SQL's own type names, mapped to Arrow by DataFusion's planner.
+    fn parse_schema(&self, text: &str) -> Result<SchemaRef> {
+        let columns = Parser::new(&GenericDialect {})
+            .try_with_sql(text)
+            .and_then(|mut parser| parser.parse_comma_separated(Parser::parse_column_def))
+            .map_err(|e| DataFusionError::Plan(format!("schema '{text}': {e}")))?;
+        if columns.is_empty() {
+            return Err(DataFusionError::Plan(format!(
+                "schema '{text}' names no column"
+            )));
+        }
+        let select = columns
+            .iter()
+            .map(|c| {
+                format!(
+                    "CAST(NULL AS {}) AS \"{}\"",
+                    c.data_type,
+                    c.name.value.replace('"', "\"\"")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let plan = futures::executor::block_on(
+            self.context
+                .state()
+                .create_logical_plan(&format!("SELECT {select}")),
+        )?;
+        Ok(Arc::new(plan.schema().as_arrow().clone()))
+    }
+}

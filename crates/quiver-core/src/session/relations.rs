@@ -1,0 +1,276 @@
+//! Tables named by paths: `FROM 'data/**/*.parquet'` and `FROM read_parquet('glob',
+//! hive_partitioning => true, schema => 'col TYPE, …')`. Making a table lists files and
+//! reads a footer (async), but DataFusion's SQL planner is synchronous, so each statement
+//! is walked first to build its tables, and the planner then finds them by their text.
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+use std::sync::{Arc, Mutex};
+
+use datafusion::common::{plan_err, Result, TableReference};
+use datafusion::datasource::provider_as_source;
+use datafusion::logical_expr::planner::{
+    PlannedRelation, RelationPlanner, RelationPlannerContext, RelationPlanning,
+};
+use datafusion::logical_expr::LogicalPlanBuilder;
+use datafusion::sql::sqlparser::ast::{
+    BinaryOperator, Expr as SqlExpr, FunctionArg, FunctionArgExpr, ObjectName, TableFactor, Value,
+    Visit, Visitor,
+};
+
+use crate::table::QuiverTable;
+
+/// A table the SQL names by path, with its options, as parsed from the statement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PathTable {
+    /// The text the planner will look the table up by.
+    pub key: String,
+    pub patterns: Vec<String>,
+    pub hive_partitioning: Option<bool>,
+    /// `col TYPE, …` as written.
+    pub schema: Option<String>,
+}
+
+/// Tables built for the statements of one session, by key.
+#[derive(Debug, Default)]
+pub struct ResolvedTables {
+    tables: Mutex<HashMap<String, Arc<QuiverTable>>>,
+}
+
+impl ResolvedTables {
+    pub fn get(&self, key: &str) -> Option<Arc<QuiverTable>> {
+        self.tables
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    pub fn insert(&self, key: String, table: Arc<QuiverTable>) {
+        self.tables
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, table);
+    }
+
+    pub fn clear(&self) {
+        self.tables
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+}
+
+/// Every path table a statement names.
+pub fn path_tables<V: Visit>(statement: &V) -> Result<Vec<PathTable>> {
+    struct Finder(Vec<Result<PathTable>>);
+    impl Visitor for Finder {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
+            if let Some(found) = path_table(factor) {
+                self.0.push(found);
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut finder = Finder(vec![]);
+    let _ = statement.visit(&mut finder);
+    finder.0.into_iter().collect()
+}
+
+fn path_table(factor: &TableFactor) -> Option<Result<PathTable>> {
+    let TableFactor::Table { name, args, .. } = factor else {
+        return None;
+    };
+    match args {
+        Some(args) if is_read_parquet(name) => Some(read_parquet_args(name, &args.args)),
+        None => quoted_path(name).map(|path| {
+            Ok(PathTable {
+                key: path.clone(),
+                patterns: vec![path],
+                hive_partitioning: None,
+                schema: None,
+            })
+        }),
+        Some(_) => None,
+    }
+}
+
+fn is_read_parquet(name: &ObjectName) -> bool {
+    name.to_string().eq_ignore_ascii_case("read_parquet")
+}
+
+/// `'a/b.parquet'` (single quotes), or a double-quoted name that looks like a path.
+fn quoted_path(name: &ObjectName) -> Option<String> {
+    let [part] = name.0.as_slice() else {
+        return None;
+    };
+    let ident = part.as_ident()?;
+    let looks_like_path =
+        ident.value.contains('/') || ident.value.ends_with(".parquet") || ident.value.contains('*');
+    match ident.quote_style {
+        Some('\'') => Some(ident.value.clone()),
+        Some('"') | Some('`') if looks_like_path => Some(ident.value.clone()),
+        _ => None,
+    }
+}
+
+fn read_parquet_args(name: &ObjectName, args: &[FunctionArg]) -> Result<PathTable> {
+    let key = format!(
+        "{name}({})",
+        args.iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut table = PathTable {
+        key,
+        patterns: vec![],
+        hive_partitioning: None,
+        schema: None,
+    };
+    for arg in args {
+        let (option, value) = match arg {
+            FunctionArg::Named {
+                name,
+                arg: FunctionArgExpr::Expr(value),
+                ..
+            } => (Some(name.value.to_lowercase()), value),
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(SqlExpr::BinaryOp {
+                left,
+                op: BinaryOperator::Eq,
+                right,
+            })) => match left.as_ref() {
+                SqlExpr::Identifier(ident) => (Some(ident.value.to_lowercase()), right.as_ref()),
+                _ => return plan_err!("read_parquet: unexpected argument {arg}"),
+            },
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(value)) => (None, value),
+            other => return plan_err!("read_parquet: unexpected argument {other}"),
+        };
+        match option.as_deref() {
+            None if table.patterns.is_empty() => table.patterns = string_list(value)?,
+            None => {
+                return plan_err!(
+                    "read_parquet takes one path or list of paths, then named options"
+                )
+            }
+            Some("hive_partitioning") => table.hive_partitioning = Some(boolean(value)?),
+            Some("schema") => table.schema = Some(string(value)?),
+            Some(other) => {
+                return plan_err!(
+                    "read_parquet: unknown option '{other}' (known: hive_partitioning, schema)"
+                )
+            }
+        }
+    }
+    if table.patterns.is_empty() {
+        return plan_err!("read_parquet needs a path, e.g. read_parquet('data/*.parquet')");
+    }
+    Ok(table)
+}
+
+fn string(value: &SqlExpr) -> Result<String> {
+    match value {
+        SqlExpr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => Ok(s.clone()),
+            other => plan_err!("read_parquet: expected a string, found {other}"),
+        },
+        other => plan_err!("read_parquet: expected a string, found {other}"),
+    }
+}
+
+fn string_list(value: &SqlExpr) -> Result<Vec<String>> {
+    match value {
+        SqlExpr::Array(array) => array.elem.iter().map(string).collect(),
+        other => Ok(vec![string(other)?]),
+    }
+}
+
+fn boolean(value: &SqlExpr) -> Result<bool> {
+    match value {
+        SqlExpr::Value(v) => match &v.value {
+            Value::Boolean(b) => Ok(*b),
+            Value::Number(n, _) if n == "1" || n == "0" => Ok(n == "1"),
+            Value::SingleQuotedString(s)
+                if s.eq_ignore_ascii_case("true") || s.eq_ignore_ascii_case("false") =>
+            {
+                Ok(s.eq_ignore_ascii_case("true"))
+            }
+            other => plan_err!("read_parquet: expected true or false, found {other}"),
+        },
+        other => plan_err!("read_parquet: expected true or false, found {other}"),
+    }
+}
+
+/// Plans path tables from what `ResolvedTables` holds for them.
+#[derive(Debug)]
+pub struct PathTablePlanner {
+    pub tables: Arc<ResolvedTables>,
+}
+
+impl RelationPlanner for PathTablePlanner {
+    fn plan_relation(
+        &self,
+        relation: TableFactor,
+        _context: &mut dyn RelationPlannerContext,
+    ) -> Result<RelationPlanning> {
+        let Some(found) = path_table(&relation) else {
+            return Ok(RelationPlanning::Original(Box::new(relation)));
+        };
+        let found = found?;
+        let Some(table) = self.tables.get(&found.key) else {
+            return plan_err!("table '{}' was not prepared before planning", found.key);
+        };
+        let TableFactor::Table { alias, .. } = relation else {
+            unreachable!("path_table matched a table")
+        };
+        let name = if found.key.starts_with("read_parquet") {
+            "read_parquet".to_string()
+        } else {
+            found.key
+        };
+        let plan =
+            LogicalPlanBuilder::scan(TableReference::bare(name), provider_as_source(table), None)?
+                .build()?;
+        Ok(RelationPlanning::Planned(Box::new(PlannedRelation::new(
+            plan, alias,
+        ))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::sql::parser::DFParser;
+
+    fn tables(sql: &str) -> Vec<PathTable> {
+        let statements = DFParser::parse_sql(sql).unwrap();
+        match &statements[0] {
+            datafusion::sql::parser::Statement::Statement(s) => path_tables(s.as_ref()).unwrap(),
+            _ => panic!("not a plain statement"),
+        }
+    }
+
+    #[test]
+    fn quoted_paths_and_read_parquet_are_found() {
+        let found = tables("SELECT * FROM 'd/*.parquet' a JOIN read_parquet(['x', 'y'], hive_partitioning => true) b ON a.k = b.k");
+        assert_eq!(found[0].patterns, vec!["d/*.parquet"]);
+        assert_eq!(found[1].patterns, vec!["x", "y"]);
+        assert_eq!(found[1].hive_partitioning, Some(true));
+    }
+
+    #[test]
+    fn read_parquet_takes_schema_and_duckdb_style_options() {
+        let found = tables("SELECT * FROM read_parquet('f.parquet', schema => 'a BIGINT, b DECIMAL(10,2)', hive_partitioning = false)");
+        assert_eq!(
+            found[0].schema.as_deref(),
+            Some("a BIGINT, b DECIMAL(10,2)")
+        );
+        assert_eq!(found[0].hive_partitioning, Some(false));
+    }
+
+    #[test]
+    fn plain_table_names_are_left_alone() {
+        assert!(tables("SELECT * FROM lineitem").is_empty());
+    }
+}

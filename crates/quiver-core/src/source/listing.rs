@@ -1,0 +1,229 @@
+//! From the user's patterns to the list of files a table reads, with the values of the
+//! columns that come from the listing alone: hive partitions (`key=value` folders) and the
+//! virtual columns `_path`, `_file` and `_size`. Nothing here opens a Parquet file.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::scalar::ScalarValue;
+use futures::future::try_join_all;
+
+use super::{GlobPattern, ObjectMeta, Sources};
+use crate::error::{QuiverError, Result};
+
+/// Columns every table has without reading a file.
+pub const VIRTUAL_COLUMNS: [&str; 3] = ["_path", "_file", "_size"];
+
+const HIVE_NULL: &str = "__HIVE_DEFAULT_PARTITION__";
+
+#[derive(Debug, Clone, Default)]
+pub struct ListingOptions {
+    /// `None`: detect (every file under `key=value` folders with the same keys).
+    pub hive_partitioning: Option<bool>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ListedFile {
+    pub meta: ObjectMeta,
+    /// One value per field of `Listing::hive_fields`.
+    pub hive_values: Vec<ScalarValue>,
+}
+
+impl ListedFile {
+    /// Values of `_path`, `_file`, `_size`, in that order.
+    pub fn virtual_values(&self) -> [ScalarValue; 3] {
+        let file = self.meta.path.rsplit('/').next().unwrap_or(&self.meta.path);
+        [
+            ScalarValue::Utf8(Some(self.meta.path.clone())),
+            ScalarValue::Utf8(Some(file.to_string())),
+            ScalarValue::Int64(Some(self.meta.size as i64)),
+        ]
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Listing {
+    pub files: Vec<ListedFile>,
+    pub hive_fields: Vec<FieldRef>,
+}
+
+pub fn virtual_fields() -> [FieldRef; 3] {
+    [
+        Arc::new(Field::new("_path", DataType::Utf8, false)),
+        Arc::new(Field::new("_file", DataType::Utf8, false)),
+        Arc::new(Field::new("_size", DataType::Int64, false)),
+    ]
+}
+
+/// Expands every pattern (concurrently) and derives the hive columns.
+pub async fn list_files(
+    sources: &Sources,
+    patterns: &[String],
+    options: &ListingOptions,
+) -> Result<Listing> {
+    let listed = try_join_all(patterns.iter().map(|p| expand(sources, p))).await?;
+    let mut metas: Vec<ObjectMeta> = listed.into_iter().flatten().collect();
+    metas.sort_by(|a, b| a.path.cmp(&b.path));
+    metas.dedup_by(|a, b| a.path == b.path);
+
+    let segments: Vec<Vec<(String, String)>> =
+        metas.iter().map(|m| hive_segments(&m.path)).collect();
+    let keys: Vec<String> = segments
+        .first()
+        .map(|s| s.iter().map(|(k, _)| k.clone()).collect())
+        .unwrap_or_default();
+    let consistent = !keys.is_empty()
+        && segments
+            .iter()
+            .all(|s| s.iter().map(|(k, _)| k).eq(keys.iter()));
+    let use_hive = match options.hive_partitioning {
+        Some(false) => false,
+        Some(true) if !consistent && !metas.is_empty() => {
+            return Err(QuiverError::invalid(format!(
+                "hive_partitioning: the files under {} do not all sit under the same key=value folders",
+                patterns.join(", ")
+            )))
+        }
+        _ => consistent,
+    };
+    if !use_hive {
+        let files = metas
+            .into_iter()
+            .map(|meta| ListedFile {
+                meta,
+                hive_values: vec![],
+            })
+            .collect();
+        return Ok(Listing {
+            files,
+            hive_fields: vec![],
+        });
+    }
+
+    let types: Vec<DataType> = (0..keys.len())
+        .map(|i| infer_type(segments.iter().map(|s| s[i].1.as_str())))
+        .collect();
+    let hive_fields = keys
+        .iter()
+        .zip(&types)
+        .map(|(k, t)| Arc::new(Field::new(k, t.clone(), true)))
+        .collect();
+    let files = metas
+        .into_iter()
+        .zip(segments)
+        .map(|(meta, segs)| {
+            let hive_values = segs
+                .iter()
+                .zip(&types)
+                .map(|((_, v), t)| typed_value(v, t))
+                .collect();
+            ListedFile { meta, hive_values }
+        })
+        .collect();
+    Ok(Listing { files, hive_fields })
+}
+
+async fn expand(sources: &Sources, pattern: &str) -> Result<Vec<ObjectMeta>> {
+    let source = sources.for_path(pattern)?;
+    let glob = GlobPattern::new(pattern)?;
+    if glob.is_literal() {
+        match source.head(pattern).await {
+            Ok(meta) => return Ok(vec![meta]),
+            Err(QuiverError::NotFound { .. }) => {
+                // Not an object: maybe a folder (a prefix), whose Parquet files we take.
+                let folder = format!("{}/", pattern.trim_end_matches('/'));
+                let found: Vec<_> = match source.list(&folder).await {
+                    Ok(found) => found
+                        .into_iter()
+                        .filter(|m| m.path.ends_with(".parquet"))
+                        .collect(),
+                    Err(_) => vec![],
+                };
+                if found.is_empty() {
+                    return Err(QuiverError::NotFound {
+                        path: pattern.to_string(),
+                    });
+                }
+                return Ok(found);
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    let found = match source.list(glob.prefix()).await {
+        Ok(found) => found,
+        Err(QuiverError::NotFound { .. }) => vec![],
+        Err(other) => return Err(other),
+    };
+    let matched: Vec<_> = found
+        .into_iter()
+        .filter(|m| glob.matches(&m.path))
+        .collect();
+    if matched.is_empty() {
+        return Err(QuiverError::NoMatch {
+            pattern: pattern.to_string(),
+        });
+    }
+    Ok(matched)
+}
+
+/// The `key=value` folders of a path, outermost first.
+fn hive_segments(path: &str) -> Vec<(String, String)> {
+    let mut segments: Vec<&str> = path.split('/').collect();
+    segments.pop(); // the file name
+    let mut seen = BTreeMap::new();
+    segments
+        .into_iter()
+        .filter_map(|s| s.split_once('='))
+        .filter(|(k, _)| !k.is_empty() && seen.insert(k.to_string(), ()).is_none())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Integers, then dates, then strings: the narrowest type every value parses as.
+fn infer_type<'a>(values: impl Iterator<Item = &'a str> + Clone) -> DataType {
+    let present = values.filter(|v| *v != HIVE_NULL);
+    if present.clone().all(|v| v.parse::<i64>().is_ok()) {
+        DataType::Int64
+    } else if present.clone().all(is_date) {
+        DataType::Date32
+    } else {
+        DataType::Utf8
+    }
+}
+
+fn is_date(value: &str) -> bool {
+    value.len() == 10 && ScalarValue::try_from_string(value.to_string(), &DataType::Date32).is_ok()
+}
+
+fn typed_value(value: &str, data_type: &DataType) -> ScalarValue {
+    if value == HIVE_NULL {
+        return ScalarValue::try_from(data_type).unwrap_or(ScalarValue::Null);
+    }
+    ScalarValue::try_from_string(value.to_string(), data_type)
+        .unwrap_or_else(|_| ScalarValue::Utf8(Some(value.to_string())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hive_segments_come_from_folders_only() {
+        assert_eq!(
+            hive_segments("d/year=2024/month=01/part=x.parquet"),
+            vec![
+                ("year".into(), "2024".into()),
+                ("month".into(), "01".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn hive_types_are_the_narrowest_that_fit() {
+        assert_eq!(infer_type(["1", "20"].into_iter()), DataType::Int64);
+        assert_eq!(infer_type(["2024-01-02"].into_iter()), DataType::Date32);
+        assert_eq!(infer_type(["A", "1"].into_iter()), DataType::Utf8);
+        assert_eq!(infer_type([HIVE_NULL, "3"].into_iter()), DataType::Int64);
+    }
+}

@@ -1,0 +1,398 @@
+//! `QuiverTable`: a set of Parquet files as one DataFusion table. Planning a scan walks
+//! the flow of DESIGN.md: listing filters drop files, footers are read once each, row
+//! groups are pruned by statistics, the rest become buckets, and a `BucketScanExec` reads
+//! them. A table in listing-only mode answers from the listing and opens no file.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{RecordBatch, UInt32Array};
+use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
+use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
+use datafusion::physical_plan::ExecutionPlan;
+use futures::stream::{self, StreamExt, TryStreamExt};
+use parquet::arrow::parquet_to_arrow_schema;
+
+use crate::bucket::{group_buckets, plan_buckets, BucketOptions, FileWork};
+use crate::error::QuiverError;
+use crate::fetch::column_chunk_ranges;
+use crate::metrics::QueryMetrics;
+use crate::prune::{files_to_read, row_groups_to_read};
+use crate::runtime::QuiverRuntime;
+use crate::scan::{BucketScanExec, ScanFile, ScanSummary};
+use crate::source::{list_files, Listing, ListingOptions};
+
+/// 64 footers in flight while planning: listing-sized concurrency for object storage.
+const FOOTER_CONCURRENCY: usize = 64;
+
+#[derive(Debug, Clone, Default)]
+pub struct TableOptions {
+    pub listing: ListingOptions,
+    /// Columns whose type replaces the stored one (or that the files lack).
+    pub schema_override: Option<SchemaRef>,
+}
+
+#[derive(Debug, Clone)]
+pub struct QuiverTable {
+    patterns: Vec<String>,
+    listing: Arc<Listing>,
+    /// File columns, then hive columns, then virtual columns.
+    schema: SchemaRef,
+    file_columns: usize,
+    listing_only: bool,
+}
+
+impl QuiverTable {
+    /// Lists the files and takes the schema from the first file's footer.
+    pub async fn try_new(
+        runtime: &QuiverRuntime,
+        patterns: Vec<String>,
+        options: TableOptions,
+    ) -> Result<Self> {
+        let listing = list_files(&runtime.sources, &patterns, &options.listing).await?;
+        let first = listing.files.first().ok_or_else(|| QuiverError::NoMatch {
+            pattern: patterns.join(", "),
+        })?;
+        let source = runtime.sources.for_path(&first.meta.path)?;
+        let metadata = runtime
+            .footers
+            .load(source.as_ref(), &first.meta, &runtime.metrics())
+            .await?;
+        let stored = parquet_to_arrow_schema(
+            metadata.file_metadata().schema_descr(),
+            metadata.file_metadata().key_value_metadata(),
+        )
+        .map_err(|e| QuiverError::NotParquet {
+            path: first.meta.path.clone(),
+            reason: e.to_string(),
+        })?;
+
+        let mut fields: Vec<Arc<Field>> = stored.fields().iter().cloned().collect();
+        if let Some(wanted) = &options.schema_override {
+            for field in wanted.fields() {
+                match fields.iter().position(|f| f.name() == field.name()) {
+                    Some(i) => {
+                        fields[i] = Arc::new(
+                            fields[i]
+                                .as_ref()
+                                .clone()
+                                .with_data_type(field.data_type().clone()),
+                        )
+                    }
+                    None => fields.push(Arc::new(Field::new(
+                        field.name(),
+                        field.data_type().clone(),
+                        true,
+                    ))),
+                }
+            }
+        }
+        let file_columns = fields.len();
+        for field in listing
+            .hive_fields
+            .iter()
+            .chain(crate::source::listing_virtual_fields().iter())
+        {
+            if !fields.iter().any(|f| f.name() == field.name()) {
+                fields.push(Arc::clone(field));
+            }
+        }
+        let schema = Arc::new(Schema::new(fields));
+        Ok(Self {
+            patterns,
+            listing: Arc::new(listing),
+            schema,
+            file_columns,
+            listing_only: false,
+        })
+    }
+
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+
+    /// Whether `column` comes from the listing (hive or virtual) rather than the files.
+    pub fn is_listing_column(&self, column: &str) -> bool {
+        self.schema
+            .index_of(column)
+            .map(|i| i >= self.file_columns)
+            .unwrap_or(false)
+    }
+
+    /// The same table answering from its listing alone: one row per file. Valid only under
+    /// operators that ignore duplicates (DISTINCT, min, max), which the session checks.
+    pub fn listing_only(&self) -> Self {
+        Self {
+            listing_only: true,
+            ..self.clone()
+        }
+    }
+
+    fn listing_schema(&self) -> SchemaRef {
+        Arc::new(Schema::new(
+            self.schema.fields()[self.file_columns..].to_vec(),
+        ))
+    }
+
+    /// One row per file: the values of every listing column.
+    fn listing_batch(&self) -> Result<RecordBatch> {
+        let schema = self.listing_schema();
+        let hive = self.listing.hive_fields.len();
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|field| {
+                let values = self
+                    .listing
+                    .files
+                    .iter()
+                    .map(|file| match field.name().as_str() {
+                        "_path" | "_file" | "_size"
+                            if !self
+                                .listing
+                                .hive_fields
+                                .iter()
+                                .any(|h| h.name() == field.name()) =>
+                        {
+                            let index = crate::source::VIRTUAL_COLUMNS
+                                .iter()
+                                .position(|v| v == field.name())
+                                .unwrap_or(0);
+                            file.virtual_values()[index].clone()
+                        }
+                        name => {
+                            let index = self
+                                .listing
+                                .hive_fields
+                                .iter()
+                                .position(|h| h.name() == name)
+                                .unwrap_or(hive);
+                            file.hive_values
+                                .get(index)
+                                .cloned()
+                                .unwrap_or(ScalarValue::Null)
+                        }
+                    });
+                ScalarValue::iter_to_array(values)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if self.listing.files.is_empty() {
+            return Ok(RecordBatch::new_empty(schema));
+        }
+        Ok(RecordBatch::try_new(schema, columns)?)
+    }
+
+    /// Files that pass the filters on listing columns.
+    fn kept_files(
+        &self,
+        state: &dyn Session,
+        filters: &[Expr],
+    ) -> Result<(Vec<usize>, RecordBatch)> {
+        let batch = self.listing_batch()?;
+        let on_listing: Vec<Expr> = filters
+            .iter()
+            .filter(|f| {
+                let columns = f.column_refs();
+                !columns.is_empty() && columns.iter().all(|c| self.is_listing_column(&c.name))
+            })
+            .cloned()
+            .collect();
+        let all: Vec<usize> = (0..self.listing.files.len()).collect();
+        let Some(filter) = conjunction(on_listing) else {
+            return Ok((all, batch));
+        };
+        let df_schema = DFSchema::try_from(batch.schema().as_ref().clone())?;
+        let physical = state.create_physical_expr(filter, &df_schema)?;
+        let keep = files_to_read(&physical, &batch)?;
+        Ok((all.into_iter().filter(|&i| keep[i]).collect(), batch))
+    }
+}
+
+#[async_trait]
+impl TableProvider for QuiverTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        // Filters prune files and row groups; DataFusion still applies them to rows.
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let runtime = QuiverRuntime::of(state.config())?;
+        let metrics = runtime.metrics();
+        let started = std::time::Instant::now();
+        let (kept, listing_batch) = self.kept_files(state, filters)?;
+        QueryMetrics::add(
+            &metrics.files_pruned,
+            (self.listing.files.len() - kept.len()) as u64,
+        );
+
+        if self.listing_only {
+            let rows: Vec<u32> = kept.iter().map(|&i| i as u32).collect();
+            let batch = datafusion::arrow::compute::take_record_batch(
+                &listing_batch,
+                &UInt32Array::from(rows),
+            )?;
+            let listing_projection =
+                projection.map(|p| p.iter().map(|&i| i - self.file_columns).collect::<Vec<_>>());
+            metrics.record_phase("list", started.elapsed());
+            return Ok(MemorySourceConfig::try_new_exec(
+                &[vec![batch]],
+                self.listing_schema(),
+                listing_projection,
+            )?);
+        }
+
+        let file_schema = Arc::new(Schema::new(
+            self.schema.fields()[..self.file_columns].to_vec(),
+        ));
+        let on_files: Vec<Expr> = filters
+            .iter()
+            .filter(|f| {
+                f.column_refs()
+                    .iter()
+                    .all(|c| file_schema.index_of(&c.name).is_ok())
+            })
+            .cloned()
+            .collect();
+        let predicate = match conjunction(on_files) {
+            Some(filter) => {
+                let df_schema = DFSchema::try_from(file_schema.as_ref().clone())?;
+                let physical = state.create_physical_expr(filter, &df_schema)?;
+                PruningPredicateBuilder::new()
+                    .with_file_schema(Arc::clone(&file_schema))
+                    .try_build(physical)
+                    .ok()
+            }
+            None => None,
+        };
+        let projected: Vec<String> = projection
+            .cloned()
+            .unwrap_or_else(|| (0..self.schema.fields().len()).collect())
+            .into_iter()
+            .filter(|&i| i < self.file_columns)
+            .map(|i| self.schema.field(i).name().clone())
+            .collect();
+
+        // Footers of the kept files, concurrently; each yields the work its row groups hold.
+        let works: Vec<(FileWork, usize, usize)> = stream::iter(kept.iter().copied())
+            .map(|index| {
+                let (runtime, metrics, predicate, projected, file_schema) =
+                    (&runtime, &metrics, &predicate, &projected, &file_schema);
+                async move {
+                    let meta = &self.listing.files[index].meta;
+                    let source = runtime.sources.for_path(&meta.path)?;
+                    let metadata = runtime.footers.load(source.as_ref(), meta, metrics).await?;
+                    let stored = parquet_to_arrow_schema(
+                        metadata.file_metadata().schema_descr(),
+                        metadata.file_metadata().key_value_metadata(),
+                    )?;
+                    let keep =
+                        row_groups_to_read(predicate.as_ref(), &metadata, &stored, file_schema);
+                    let roots: Vec<usize> = projected
+                        .iter()
+                        .filter_map(|n| stored.index_of(n).ok())
+                        .collect();
+                    let descriptor = metadata.file_metadata().schema_descr();
+                    let leaves: Vec<usize> = (0..descriptor.num_columns())
+                        .filter(|&l| roots.contains(&descriptor.get_column_root_idx(l)))
+                        .collect();
+                    let row_groups = (0..metadata.num_row_groups())
+                        .filter(|&rg| keep[rg])
+                        .map(|rg| {
+                            let bytes = column_chunk_ranges(&metadata, &[rg], &leaves)
+                                .iter()
+                                .map(|r| r.end - r.start)
+                                .sum();
+                            (rg, bytes)
+                        })
+                        .collect::<Vec<_>>();
+                    let total = metadata.num_row_groups();
+                    let pruned = total - row_groups.len();
+                    Ok::<_, DataFusionError>((
+                        FileWork {
+                            file: index,
+                            row_groups,
+                        },
+                        total,
+                        pruned,
+                    ))
+                }
+            })
+            .buffered(FOOTER_CONCURRENCY)
+            .try_collect()
+            .await?;
+        metrics.record_phase("footers", started.elapsed());
+
+        let mut summary = ScanSummary {
+            files: kept.len(),
+            files_pruned: self.listing.files.len() - kept.len(),
+            ..Default::default()
+        };
+        for (work, total, pruned) in &works {
+            summary.row_groups += total - pruned;
+            summary.row_groups_pruned += pruned;
+            summary.bytes_planned += work.row_groups.iter().map(|(_, b)| b).sum::<u64>();
+        }
+        let options = BucketOptions::for_threads(state.config().target_partitions());
+        let work: Vec<FileWork> = works.into_iter().map(|(w, _, _)| w).collect();
+        let buckets = plan_buckets(&work, &options);
+        QueryMetrics::add(&metrics.files, summary.files as u64);
+        QueryMetrics::add(&metrics.row_groups, summary.row_groups as u64);
+        QueryMetrics::add(&metrics.row_groups_pruned, summary.row_groups_pruned as u64);
+        QueryMetrics::add(&metrics.buckets_total, buckets.len() as u64);
+        QueryMetrics::add(&metrics.bytes_planned, summary.bytes_planned);
+        let partitions = group_buckets(buckets, &options);
+
+        let files = self
+            .listing
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, file)| ScanFile {
+                meta: file.meta.clone(),
+                listing_values: (0..listing_batch.num_columns())
+                    .map(|c| {
+                        let value = ScalarValue::try_from_array(listing_batch.column(c), i).ok()?;
+                        (!value.is_null()).then(|| value.to_string())
+                    })
+                    .collect(),
+            })
+            .collect();
+        Ok(Arc::new(BucketScanExec::try_new(
+            Arc::clone(&self.schema),
+            self.file_columns,
+            projection.cloned(),
+            Arc::new(files),
+            partitions,
+            summary,
+        )?))
+    }
+}
+
+/// The Quiver table behind a DataFusion table provider, if it is one.
+pub fn as_quiver_table(provider: &dyn TableProvider) -> Option<&QuiverTable> {
+    (provider as &dyn Any).downcast_ref::<QuiverTable>()
+}

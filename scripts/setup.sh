@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs what the build and the tests need; safe to run again (skips what is there).
+#   Python: duckdb, pyarrow, tpchgen-cli, pytest
+#   Rust:   stable clippy/rustfmt and the wasm32 target; the pinned nightly with rust-src
+#   C:      clang (zstd-sys needs it for wasm32)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+
+say() { echo "setup: $*"; }
+
+if python3 -c 'import duckdb, pyarrow, pytest' 2>/dev/null && python3 -m pip show -q tpchgen-cli >/dev/null 2>&1; then
+  say "python packages present"
+else
+  say "installing python packages (duckdb pyarrow tpchgen-cli pytest)"
+  python3 -m pip install -q duckdb pyarrow tpchgen-cli pytest
+fi
+
+if ! rustup component list --installed | grep -q '^clippy' || ! rustup component list --installed | grep -q '^rustfmt'; then
+  say "adding clippy and rustfmt"
+  rustup component add clippy rustfmt
+fi
+
+if rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  say "wasm32-unknown-unknown target present"
+else
+  say "adding wasm32-unknown-unknown target"
+  rustup target add wasm32-unknown-unknown
+fi
+
+if rustup component list --toolchain "$QUIVER_NIGHTLY" --installed 2>/dev/null | grep -q '^rust-src'; then
+  say "$QUIVER_NIGHTLY with rust-src present"
+else
+  say "installing $QUIVER_NIGHTLY with rust-src"
+  rustup toolchain install "$QUIVER_NIGHTLY" --profile minimal --component rust-src
+fi
+
+if command -v clang >/dev/null; then
+  say "clang present"
+else
+  say "installing clang"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq clang >/dev/null
+fi
+say "done"

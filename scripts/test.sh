@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The one command that sets up and runs every check: formatting, lints, Rust tests, the
+# end-to-end Python tests against the built `quiver`, and the wasm32 build. Stops at the first
+# failure. The cargo target dir lives outside the repo (default ~/.cache/quiver-target) so that
+# fresh clones (CI) reuse the build.
+set -Eeuo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh   # QUIVER_NIGHTLY, CARGO_TARGET_DIR
+
+START=$SECONDS
+CURRENT=""
+trap 'echo "==> FAILED: $CURRENT after $((SECONDS - START)) s total"' ERR
+
+phase() {
+  CURRENT=$1; shift
+  echo "==> $CURRENT"
+  local t0=$SECONDS
+  "$@"
+  echo "==> $CURRENT ok ($((SECONDS - t0)) s)"
+}
+
+phase setup      scripts/setup.sh
+phase fmt        cargo fmt --all -- --check
+phase clippy     cargo clippy --workspace --all-targets -- -D warnings
+phase cargo-test cargo test --workspace
+phase build-cli  cargo build -p quiver-cli
+export QUIVER_BIN="$CARGO_TARGET_DIR/debug/quiver"
+phase pytest     env PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider tests/
+phase wasm       scripts/check-wasm.sh
+
+echo "==> all checks passed ($((SECONDS - START)) s)"

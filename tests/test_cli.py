@@ -1,0 +1,213 @@
+"""The `quiver` command on small files written with pyarrow: statements, formats, globs, hive
+columns, virtual columns, schema override, explain, and clear errors (never a panic)."""
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+import pytest
+
+
+def write(path, n, start=0, **kwargs):
+    """A Parquet file of n rows: id (int64) start.., name (string) 'even'/'odd'."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    ids = list(range(start, start + n))
+    table = pa.table({"id": pa.array(ids, pa.int64()),
+                      "name": ["even" if i % 2 == 0 else "odd" for i in ids]})
+    pq.write_table(table, path, **kwargs)
+    return path
+
+
+# files under glob/ and their row counts: powers of two, so a sum names the set of files
+GLOB_FILES = {"a1": 1, "a2": 2, "b1": 4, "b2": 8, "f1": 16, "f2": 32, "f3": 64, "f4": 128,
+              "sub/c1": 256, "sub/deep/d1": 512}
+
+
+@pytest.fixture
+def data(tmp_path):
+    """tmp_path holding f.parquet (3 rows) and glob/...; the tests run quiver in it."""
+    write(str(tmp_path / "f.parquet"), 3)
+    for name, n in GLOB_FILES.items():
+        write(str(tmp_path / "glob" / f"{name}.parquet"), n)
+    return tmp_path
+
+
+def count(quiver, source, cwd):
+    header, rows = quiver.csv(f"SELECT count(*) AS n FROM {source}", cwd=cwd)
+    assert header == ["n"]
+    return int(rows[0][0])
+
+
+# statements and input
+
+
+def test_last_statement_result_is_printed(quiver):
+    assert quiver.csv("SELECT 1 AS x; SELECT 2 AS y") == (["y"], [["2"]])
+
+
+def test_sql_from_stdin(quiver, data):
+    assert quiver.csv("-", input="SELECT count(*) AS n FROM 'f.parquet';\n", cwd=data) == (
+        ["n"], [["3"]])
+
+
+def test_create_view(quiver, data):
+    sql = (f"CREATE VIEW v AS SELECT * FROM read_parquet('{data}/glob/*.parquet');"
+           "SELECT count(*) AS n FROM v WHERE name = 'odd'")
+    header, rows = quiver.csv(sql)
+    # ids start at 0 in every file: n rows hold n // 2 odd ids
+    expected = sum(n // 2 for name, n in GLOB_FILES.items() if "/" not in name)
+    assert rows == [[str(expected)]]
+
+
+def test_threads_and_executors_agree(quiver, data):
+    sql = "SELECT name, count(*) AS n, sum(id) AS s FROM 'glob/**/*.parquet' GROUP BY name ORDER BY name"
+    results = [quiver.csv(sql, "--executor", executor, "--threads", threads, cwd=data)
+               for executor in ("datafusion", "fragments") for threads in ("1", "2")]
+    assert all(r == results[0] for r in results), results
+    assert [row[0] for row in results[0][1]] == ["even", "odd"]
+
+
+# output formats
+
+
+def test_default_format_is_a_table(quiver):
+    out = quiver.ok("query", "SELECT 42 AS answer")
+    assert "answer" in out and "42" in out
+
+
+def test_csv_has_header(quiver, data):
+    out = quiver.ok("query", "--format", "csv", "SELECT id, name FROM 'f.parquet' ORDER BY id",
+                    cwd=data)
+    assert out.splitlines() == ["id,name", "0,even", "1,odd", "2,even"]
+
+
+def test_json_parses(quiver, data):
+    out = quiver.ok("query", "--format", "json", "SELECT id, name FROM 'f.parquet' ORDER BY id",
+                    cwd=data)
+    try:
+        records = json.loads(out)
+    except json.JSONDecodeError:  # JSON lines
+        records = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert records == [{"id": 0, "name": "even"}, {"id": 1, "name": "odd"},
+                       {"id": 2, "name": "even"}]
+
+
+def test_output_file_csv(quiver, data):
+    quiver.ok("query", "--format", "csv", "--output", "out.csv",
+              "SELECT id FROM 'f.parquet' ORDER BY id", cwd=data)
+    assert (data / "out.csv").read_text().splitlines() == ["id", "0", "1", "2"]
+
+
+def test_output_file_parquet(quiver, data):
+    quiver.ok("query", "--format", "parquet", "--output", str(data / "out.parquet"),
+              "SELECT id, name FROM 'f.parquet'", cwd=data)
+    table = pq.read_table(data / "out.parquet")
+    assert table.num_rows == 3 and table.column_names == ["id", "name"]
+
+
+def test_output_file_arrow(quiver, data):
+    quiver.ok("query", "--format", "arrow", "--output", "out.arrow",
+              "SELECT id FROM 'f.parquet'", cwd=data)
+    raw = (data / "out.arrow").read_bytes()
+    try:
+        table = ipc.open_file(pa.BufferReader(raw)).read_all()
+    except pa.ArrowInvalid:  # IPC stream rather than file
+        table = ipc.open_stream(pa.BufferReader(raw)).read_all()
+    assert table.num_rows == 3
+
+
+# sources: globs, hive columns, virtual columns, schema
+
+
+@pytest.mark.parametrize("pattern, files", [
+    ("glob/*.parquet", ["a1", "a2", "b1", "b2", "f1", "f2", "f3", "f4"]),
+    ("glob/**/*.parquet", list(GLOB_FILES)),
+    ("glob/sub/**/*.parquet", ["sub/c1", "sub/deep/d1"]),
+    ("glob/a?.parquet", ["a1", "a2"]),
+    ("glob/{a,b}1.parquet", ["a1", "b1"]),
+    ("glob/f{1..3}.parquet", ["f1", "f2", "f3"]),
+])
+def test_glob_selects_files(quiver, data, pattern, files):
+    assert count(quiver, f"'{pattern}'", data) == sum(GLOB_FILES[f] for f in files)
+
+
+def test_glob_with_absolute_path(quiver, data):
+    assert count(quiver, f"'{data}/glob/a*.parquet'", None) == 3
+
+
+def test_hive_columns(quiver, tmp_path):
+    for year, month, n in [("2023", "1", 3), ("2023", "2", 5), ("2024", "1", 7)]:
+        write(str(tmp_path / "h" / f"year={year}" / f"month={month}" / "p.parquet"), n)
+    source = "read_parquet('h/**/*.parquet', hive_partitioning => true)"
+    header, rows = quiver.csv(
+        f"SELECT year, month, count(*) AS n FROM {source} GROUP BY year, month ORDER BY year, month",
+        cwd=tmp_path)
+    assert rows == [["2023", "1", "3"], ["2023", "2", "5"], ["2024", "1", "7"]]
+    assert count(quiver, f"{source} WHERE year = '2024'", tmp_path) == 7
+
+
+def test_virtual_file_column(quiver, data):
+    header, rows = quiver.csv("SELECT DISTINCT _file FROM 'glob/b*.parquet' ORDER BY 1", cwd=data)
+    assert rows == [["b1.parquet"], ["b2.parquet"]]
+
+
+def test_virtual_path_and_size(quiver, data):
+    header, rows = quiver.csv(
+        "SELECT _path, _size, count(*) AS n FROM 'glob/a*.parquet' GROUP BY _path, _size "
+        "ORDER BY _path", cwd=data)
+    assert len(rows) == 2
+    for (path, size, n), name in zip(rows, ["a1", "a2"]):
+        assert path.endswith(f"glob/{name}.parquet"), path
+        assert int(size) == os.path.getsize(data / "glob" / f"{name}.parquet")
+        assert int(n) == GLOB_FILES[name]
+
+
+def test_filter_on_virtual_column(quiver, data):
+    assert count(quiver, "'glob/*.parquet' WHERE _file = 'b2.parquet'", data) == 8
+
+
+def test_schema_override(quiver, tmp_path):
+    table = pa.table({"a": pa.array([1, 2, 3], pa.int32()), "b": ["x", "y", "z"]})
+    pq.write_table(table, tmp_path / "s.parquet")
+    plain = quiver.csv("SELECT arrow_typeof(a) AS t FROM 's.parquet' LIMIT 1", cwd=tmp_path)
+    assert plain[1] == [["Int32"]]
+    header, rows = quiver.csv(
+        "SELECT arrow_typeof(a) AS t, sum(a) AS s FROM "
+        "read_parquet('s.parquet', schema => 'a BIGINT, b VARCHAR') GROUP BY 1", cwd=tmp_path)
+    assert rows == [["Int64", "6"]]
+
+
+# explain
+
+
+def test_explain_shows_row_groups_and_buckets(quiver, tmp_path):
+    write(str(tmp_path / "rg.parquet"), 10_000, row_group_size=1_000)
+    out = quiver.ok("explain", "SELECT count(*) FROM 'rg.parquet'", cwd=tmp_path).lower()
+    assert "buckets" in out and "row groups" in out, out
+
+
+# errors: non-zero exit, a message naming the problem, no panic
+
+
+def make_bad_files(root):
+    (root / "notparquet.parquet").write_text("this is not a parquet file\n" * 10)
+    good = write(str(root / "good.parquet"), 1000)
+    raw = open(good, "rb").read()
+    (root / "truncated.parquet").write_bytes(raw[:-100])
+
+
+@pytest.mark.parametrize("sql, mentions", [
+    ("SELECT * FROM 'nothere/missing_file.parquet'", "missing_file.parquet"),
+    ("SELECT * FROM 'glob/zzz*.parquet'", "zzz"),
+    ("SELECT * FROM 'notparquet.parquet'", "notparquet.parquet"),
+    ("SELECT count(*) FROM 'truncated.parquet'", "truncated.parquet"),
+    ("SELECT nosuchcol FROM 'f.parquet'", "nosuchcol"),
+    ("SELEC 1", "selec"),
+], ids=["missing-path", "glob-matches-nothing", "not-parquet", "truncated", "unknown-column",
+        "syntax-error"])
+def test_error(quiver, data, sql, mentions):
+    make_bad_files(data)
+    proc = quiver.run("query", sql, cwd=data)
+    assert proc.returncode != 0, f"expected failure, got stdout:\n{proc.stdout}"
+    assert mentions in proc.stderr.lower(), f"stderr does not mention {mentions!r}:\n{proc.stderr}"
