@@ -211,3 +211,65 @@ def test_error(quiver, data, sql, mentions):
     proc = quiver.run("query", sql, cwd=data)
     assert proc.returncode != 0, f"expected failure, got stdout:\n{proc.stdout}"
     assert mentions in proc.stderr.lower(), f"stderr does not mention {mentions!r}:\n{proc.stderr}"
+
+
+# reading only what the query needs
+
+
+def profile_number(stderr, label):
+    """The first number after `label` in --profile output."""
+    line = next(l for l in stderr.splitlines() if l.startswith(label))
+    return int(line[len(label):].split()[0])
+
+
+def test_listing_only_query_opens_no_file(quiver, tmp_path):
+    write(str(tmp_path / "h" / "d=1" / "a.parquet"), 5)
+    (tmp_path / "h" / "d=2").mkdir()
+    (tmp_path / "h" / "d=2" / "b.parquet").write_text("not parquet: opening it would fail")
+    proc = quiver.run("query", "--profile", "--format", "csv",
+                      "SELECT DISTINCT _file, d FROM 'h/**/*.parquet' ORDER BY 1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["_file,d", "a.parquet,1", "b.parquet,2"]
+    assert profile_number(proc.stderr, "requests:") == 0
+
+
+def test_filter_on_hive_column_drops_files_before_their_footer(quiver, tmp_path):
+    write(str(tmp_path / "h" / "d=1" / "a.parquet"), 5)
+    (tmp_path / "h" / "d=2").mkdir()
+    (tmp_path / "h" / "d=2" / "b.parquet").write_text("not parquet")
+    assert count(quiver, "'h/**/*.parquet' WHERE d = 1", tmp_path) == 5
+    proc = quiver.run("query", "SELECT count(*) FROM 'h/**/*.parquet'", cwd=tmp_path)
+    assert proc.returncode != 0 and "b.parquet" in proc.stderr
+
+
+def test_row_groups_are_pruned_by_statistics(quiver, tmp_path):
+    write(str(tmp_path / "sorted.parquet"), 10_000, row_group_size=1_000)
+    sql = "SELECT count(*) AS n FROM 'sorted.parquet' WHERE id >= 9500"
+    assert quiver.csv(sql, cwd=tmp_path) == (["n"], [["500"]])
+    plan = quiver.ok("explain", sql, cwd=tmp_path)
+    assert "row groups=1 (pruned 9)" in plan, plan
+
+
+@pytest.mark.parametrize("executor", ["datafusion", "fragments"])
+def test_one_file_is_split_into_buckets_with_the_same_answer(quiver, tmp_path, executor):
+    write(str(tmp_path / "big.parquet"), 20_000, row_group_size=1_000)
+    sql = "SELECT name, count(*) AS n, sum(id) AS s FROM 'big.parquet' GROUP BY name ORDER BY name"
+    whole = quiver.csv(sql, "--executor", executor, cwd=tmp_path)
+    split_sql = "SET quiver.min_bucket_bytes = 0; " + sql
+    split = quiver.csv(split_sql, "--executor", executor, "--threads", "2", cwd=tmp_path)
+    assert split == whole == (["name", "n", "s"], [["even", "10000", str(sum(range(0, 20_000, 2)))],
+                                                  ["odd", "10000", str(sum(range(1, 20_000, 2)))]])
+    plan = quiver.ok("explain", "--threads", "2", split_sql, cwd=tmp_path)
+    assert "buckets=4 in 4 partitions" in plan, plan
+
+
+def test_profile_reports_requests_and_phases(quiver, data):
+    proc = quiver.run("query", "--profile", "SELECT sum(id) FROM 'f.parquet'", cwd=data)
+    assert proc.returncode == 0, proc.stderr
+    assert profile_number(proc.stderr, "requests:") >= 2  # the footer, then the column
+    assert "time execute:" in proc.stderr
+
+
+def test_bad_setting_is_a_clear_error(quiver):
+    proc = quiver.run("query", "SET quiver.no_such_setting = 1")
+    assert proc.returncode != 0 and "no_such_setting" in proc.stderr

@@ -27,6 +27,7 @@ use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConve
 use futures::TryStreamExt;
 
 use crate::bucket::Bucket;
+use crate::options::QuiverOptions;
 use crate::runtime::QuiverRuntime;
 use crate::scan::{BucketScanExec, ScanFile, ScanSummary};
 
@@ -130,12 +131,21 @@ fn replace_fragments(
     pool: &rayon::ThreadPool,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     if is_fragment(&plan) {
-        let partitions = run_fragment(&encode(&plan)?, context, pool)?;
-        return Ok(MemorySourceConfig::try_new_exec(
-            &partitions,
-            plan.schema(),
-            None,
-        )?);
+        // A fragment whose expressions depend on something above it (a scalar subquery's
+        // value) does not travel; a bare scan always does, so cut lower instead.
+        let bytes = encode(&plan).and_then(|bytes| decode(&bytes, context).map(|_| bytes));
+        match bytes {
+            Ok(bytes) => {
+                let partitions = run_fragment(&bytes, context, pool)?;
+                return Ok(MemorySourceConfig::try_new_exec(
+                    &partitions,
+                    plan.schema(),
+                    None,
+                )?);
+            }
+            Err(error) if plan.downcast_ref::<BucketScanExec>().is_some() => return Err(error),
+            Err(_) => {}
+        }
     }
     let children = plan
         .children()
@@ -156,6 +166,7 @@ pub fn run_fragment(
         .ok_or_else(|| DataFusionError::Internal("fragment without a scan".into()))?
         .clone();
     let runtime = QuiverRuntime::of(context.session_config())?;
+    let fetch = QuiverOptions::of(context.session_config().options()).fetch();
     let count = scan.partitions().len();
     let in_flight_limit = pool.current_num_threads() + 1;
     let (sender, receiver) = mpsc::channel::<(usize, Result<Vec<RecordBatch>>)>();
@@ -182,13 +193,14 @@ pub fn run_fragment(
             break;
         }
         // Fetch here, outside the pool: a compute thread never waits on I/O.
-        let inputs = match futures::executor::block_on(scan.fetch_partition(partition, &runtime)) {
-            Ok(inputs) => inputs,
-            Err(e) => {
-                first_error = Some(e);
-                break;
-            }
-        };
+        let inputs =
+            match futures::executor::block_on(scan.fetch_partition(partition, &runtime, &fetch)) {
+                Ok(inputs) => inputs,
+                Err(e) => {
+                    first_error = Some(e);
+                    break;
+                }
+            };
         let instance = with_scan(&fragment, Arc::new(scan.with_fetched(partition, inputs)?))?;
         let (sender, context) = (sender.clone(), Arc::clone(context));
         pool.spawn(move || {

@@ -11,6 +11,7 @@ pub mod footer;
 pub mod format;
 pub mod fragment;
 pub mod metrics;
+pub mod options;
 pub mod prune;
 pub mod runtime;
 pub mod scan;

@@ -1,15 +1,14 @@
 //! What a running query reaches through DataFusion's session config: sources, the footer
-//! cache, fetch settings, the memory budget for bytes in flight, and this query's metrics.
+//! cache, the memory budget for bytes in flight, and this query's metrics.
 //! Plans carry only data (paths, buckets); everything stateful lives here, so a plan that
 //! travels to a worker finds the worker's own runtime.
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::SessionConfig;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::fetch::FetchOptions;
 use crate::footer::FooterCache;
 use crate::metrics::QueryMetrics;
 use crate::source::Sources;
@@ -24,7 +23,6 @@ const UNIT: u64 = 64 * 1024;
 pub struct QuiverRuntime {
     pub sources: Sources,
     pub footers: FooterCache,
-    fetch: Mutex<FetchOptions>,
     metrics: RwLock<Arc<QueryMetrics>>,
     memory: Arc<Semaphore>,
     memory_units: u32,
@@ -42,7 +40,6 @@ impl QuiverRuntime {
         Self {
             sources,
             footers: FooterCache::default(),
-            fetch: Mutex::new(FetchOptions::default()),
             metrics: RwLock::new(Arc::default()),
             memory: Arc::new(Semaphore::new(memory_units as usize)),
             memory_units,
@@ -65,14 +62,6 @@ impl QuiverRuntime {
 
     pub fn metrics(&self) -> Arc<QueryMetrics> {
         Arc::clone(&self.metrics.read().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    pub fn fetch_options(&self) -> FetchOptions {
-        *self.fetch.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn set_fetch_options(&self, options: FetchOptions) {
-        *self.fetch.lock().unwrap_or_else(|p| p.into_inner()) = options;
     }
 
     /// Waits until `bytes` fit in the memory budget; the room returns when the permit drops.

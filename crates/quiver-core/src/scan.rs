@@ -37,8 +37,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::bucket::Bucket;
 use crate::error::QuiverError;
-use crate::fetch::{column_chunk_ranges, fetch_ranges, FetchedBytes};
+use crate::fetch::{column_chunk_ranges, fetch_ranges, FetchOptions, FetchedBytes};
 use crate::metrics::QueryMetrics;
+use crate::options::QuiverOptions;
 use crate::runtime::QuiverRuntime;
 use crate::source::{ObjectMeta, ObjectSource};
 
@@ -149,13 +150,14 @@ impl BucketScanExec {
         &self,
         partition: usize,
         runtime: &QuiverRuntime,
+        fetch: &FetchOptions,
     ) -> Result<Vec<PartitionedFile>> {
         let metrics = runtime.metrics();
         let buckets = self.partitions.get(partition).cloned().unwrap_or_default();
         try_join_all(
             buckets
                 .iter()
-                .map(|bucket| self.read_bucket(runtime, bucket, &metrics)),
+                .map(|bucket| self.read_bucket(runtime, fetch, bucket, &metrics)),
         )
         .await
     }
@@ -269,6 +271,7 @@ impl ExecutionPlan for BucketScanExec {
         }
         let scan = self.clone();
         let schema = self.schema();
+        let fetch = QuiverOptions::of(context.session_config().options()).fetch();
         let stream = futures::stream::once(async move {
             let metrics = runtime.metrics();
             let bytes: u64 = buckets.iter().map(|b| b.bytes).sum();
@@ -276,7 +279,7 @@ impl ExecutionPlan for BucketScanExec {
             let inputs = try_join_all(
                 buckets
                     .iter()
-                    .map(|bucket| scan.read_bucket(&runtime, bucket, &metrics)),
+                    .map(|bucket| scan.read_bucket(&runtime, &fetch, bucket, &metrics)),
             )
             .await?;
             let plan = scan.decoder(inputs)?;
@@ -314,6 +317,7 @@ impl BucketScanExec {
     async fn read_bucket(
         &self,
         runtime: &QuiverRuntime,
+        fetch: &FetchOptions,
         bucket: &Bucket,
         metrics: &Arc<QueryMetrics>,
     ) -> Result<PartitionedFile> {
@@ -338,14 +342,7 @@ impl BucketScanExec {
         }
         let leaves = leaf_columns(&metadata, &self.projected_file_columns())?;
         let ranges = column_chunk_ranges(&metadata, &bucket.row_groups, &leaves);
-        let fetched = fetch_ranges(
-            source.as_ref(),
-            &meta.path,
-            &ranges,
-            &runtime.fetch_options(),
-            metrics,
-        )
-        .await?;
+        let fetched = fetch_ranges(source.as_ref(), &meta.path, &ranges, fetch, metrics).await?;
 
         let mut access = ParquetAccessPlan::new_none(metadata.num_row_groups());
         for &rg in &bucket.row_groups {

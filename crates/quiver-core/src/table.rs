@@ -20,10 +20,11 @@ use datafusion::physical_plan::ExecutionPlan;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use parquet::arrow::parquet_to_arrow_schema;
 
-use crate::bucket::{group_buckets, plan_buckets, BucketOptions, FileWork};
+use crate::bucket::{group_buckets, plan_buckets, FileWork};
 use crate::error::QuiverError;
 use crate::fetch::column_chunk_ranges;
 use crate::metrics::QueryMetrics;
+use crate::options::QuiverOptions;
 use crate::prune::{files_to_read, row_groups_to_read};
 use crate::runtime::QuiverRuntime;
 use crate::scan::{BucketScanExec, ScanFile, ScanSummary};
@@ -47,6 +48,8 @@ pub struct QuiverTable {
     schema: SchemaRef,
     file_columns: usize,
     listing_only: bool,
+    /// Made from the listing alone: the file columns are not known yet.
+    deferred: bool,
 }
 
 impl QuiverTable {
@@ -56,9 +59,40 @@ impl QuiverTable {
         patterns: Vec<String>,
         options: TableOptions,
     ) -> Result<Self> {
-        let listing = list_files(&runtime.sources, &patterns, &options.listing).await?;
+        Self::list(runtime, patterns, &options.listing)
+            .await?
+            .with_file_columns(runtime, options.schema_override.as_ref())
+            .await
+    }
+
+    /// The table as the listing alone knows it: hive and virtual columns, no file read.
+    /// It can only answer listing-only queries; `with_file_columns` completes it.
+    pub async fn list(
+        runtime: &QuiverRuntime,
+        patterns: Vec<String>,
+        options: &ListingOptions,
+    ) -> Result<Self> {
+        let listing = list_files(&runtime.sources, &patterns, options).await?;
+        let fields: Vec<Arc<Field>> = listing_fields(&listing, &[]);
+        Ok(Self {
+            patterns,
+            listing: Arc::new(listing),
+            schema: Arc::new(Schema::new(fields)),
+            file_columns: 0,
+            listing_only: false,
+            deferred: true,
+        })
+    }
+
+    /// The full table: file columns from the first file's footer, with `schema_override`.
+    pub async fn with_file_columns(
+        &self,
+        runtime: &QuiverRuntime,
+        schema_override: Option<&SchemaRef>,
+    ) -> Result<Self> {
+        let listing = &self.listing;
         let first = listing.files.first().ok_or_else(|| QuiverError::NoMatch {
-            pattern: patterns.join(", "),
+            pattern: self.patterns.join(", "),
         })?;
         let source = runtime.sources.for_path(&first.meta.path)?;
         let metadata = runtime
@@ -75,7 +109,7 @@ impl QuiverTable {
         })?;
 
         let mut fields: Vec<Arc<Field>> = stored.fields().iter().cloned().collect();
-        if let Some(wanted) = &options.schema_override {
+        if let Some(wanted) = schema_override {
             for field in wanted.fields() {
                 match fields.iter().position(|f| f.name() == field.name()) {
                     Some(i) => {
@@ -95,23 +129,23 @@ impl QuiverTable {
             }
         }
         let file_columns = fields.len();
-        for field in listing
-            .hive_fields
-            .iter()
-            .chain(crate::source::listing_virtual_fields().iter())
-        {
-            if !fields.iter().any(|f| f.name() == field.name()) {
-                fields.push(Arc::clone(field));
-            }
-        }
-        let schema = Arc::new(Schema::new(fields));
+        let fields = listing_fields(listing, &fields);
         Ok(Self {
-            patterns,
-            listing: Arc::new(listing),
-            schema,
+            patterns: self.patterns.clone(),
+            listing: Arc::clone(listing),
+            schema: Arc::new(Schema::new(fields)),
             file_columns,
             listing_only: false,
+            deferred: false,
         })
+    }
+
+    pub fn is_deferred(&self) -> bool {
+        self.deferred
+    }
+
+    pub fn is_listing_only(&self) -> bool {
+        self.listing_only
     }
 
     pub fn patterns(&self) -> &[String] {
@@ -264,6 +298,12 @@ impl TableProvider for QuiverTable {
                 listing_projection,
             )?);
         }
+        if self.deferred {
+            return Err(DataFusionError::Internal(format!(
+                "table {} was planned from its listing alone but needs its files",
+                self.patterns.join(", ")
+            )));
+        }
 
         let file_schema = Arc::new(Schema::new(
             self.schema.fields()[..self.file_columns].to_vec(),
@@ -356,7 +396,8 @@ impl TableProvider for QuiverTable {
             summary.row_groups_pruned += pruned;
             summary.bytes_planned += work.row_groups.iter().map(|(_, b)| b).sum::<u64>();
         }
-        let options = BucketOptions::for_threads(state.config().target_partitions());
+        let options =
+            QuiverOptions::of(state.config().options()).buckets(state.config().target_partitions());
         let work: Vec<FileWork> = works.into_iter().map(|(w, _, _)| w).collect();
         let buckets = plan_buckets(&work, &options);
         QueryMetrics::add(&metrics.files, summary.files as u64);
@@ -390,6 +431,21 @@ impl TableProvider for QuiverTable {
             summary,
         )?))
     }
+}
+
+/// `file_fields`, then the listing's hive and virtual columns that the files do not have.
+fn listing_fields(listing: &Listing, file_fields: &[Arc<Field>]) -> Vec<Arc<Field>> {
+    let mut fields = file_fields.to_vec();
+    for field in listing
+        .hive_fields
+        .iter()
+        .chain(crate::source::listing_virtual_fields().iter())
+    {
+        if !fields.iter().any(|f| f.name() == field.name()) {
+            fields.push(Arc::clone(field));
+        }
+    }
+    fields
 }
 
 /// The Quiver table behind a DataFusion table provider, if it is one.

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::Result;
 use datafusion::datasource::{provider_as_source, source_as_provider};
 use datafusion::logical_expr::{Aggregate, Expr, LogicalPlan};
@@ -46,6 +46,27 @@ impl OptimizerRule for ListingOnlyRule {
             }
         })
     }
+}
+
+/// Whether every table in `plan` that was made from its listing alone is read in
+/// listing-only mode (so the plan runs without the files' schema).
+pub fn answers_from_listing(plan: &LogicalPlan) -> bool {
+    let mut ok = true;
+    let _ = plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node {
+            if let Ok(provider) = source_as_provider(&scan.source) {
+                if let Some(table) = as_quiver_table(provider.as_ref()) {
+                    ok &= !table.is_deferred() || table.is_listing_only();
+                }
+            }
+        }
+        Ok(if ok {
+            TreeNodeRecursion::Continue
+        } else {
+            TreeNodeRecursion::Stop
+        })
+    });
+    ok
 }
 
 fn ignores_duplicates(expr: &Expr) -> bool {

@@ -10,6 +10,7 @@ use std::time::Instant;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement};
@@ -18,10 +19,12 @@ use datafusion::sql::sqlparser::parser::Parser;
 
 use crate::fragment::execute_with_fragments;
 use crate::metrics::QueryMetrics;
+use crate::options::QuiverOptions;
 use crate::runtime::QuiverRuntime;
 use crate::source::ListingOptions;
-use crate::table::{QuiverTable, TableOptions};
+use crate::table::QuiverTable;
 
+use listing_only::answers_from_listing;
 pub use relations::{path_tables, PathTable};
 
 /// Who drives the physical plan.
@@ -77,7 +80,8 @@ impl QuiverSession {
             // Our buckets are the scan's parallelism; a round-robin exchange above the scan
             // would also cut every fragment down to a bare scan.
             .with_round_robin_repartition(false)
-            .with_extension(Arc::clone(&runtime));
+            .with_extension(Arc::clone(&runtime))
+            .with_option_extension(QuiverOptions::default());
         let context = SessionContext::new_with_config(config);
         let tables = Arc::new(relations::ResolvedTables::default());
         context.register_relation_planner(Arc::new(relations::PathTablePlanner {
@@ -137,14 +141,72 @@ impl QuiverSession {
             .await
     }
 
-    async fn logical_plan(
-        &self,
-        statement: Statement,
-    ) -> Result<datafusion::logical_expr::LogicalPlan> {
-        self.prepare_tables(&statement).await?;
-        let plan = self.context.state().statement_to_plan(statement).await;
+    /// Plans a statement. Its path tables are first made from their listings alone: if
+    /// the optimised plan then reads listings only, no file is opened at all. Otherwise
+    /// each table reads its first footer for the file columns, and the statement is planned
+    /// again.
+    async fn logical_plan(&self, statement: Statement) -> Result<LogicalPlan> {
+        let found = self.path_tables_of(&statement)?;
+        let planned = self.plan_with_path_tables(&statement, &found).await;
         self.tables.clear();
-        plan
+        planned
+    }
+
+    async fn plan_with_path_tables(
+        &self,
+        statement: &Statement,
+        found: &[PathTable],
+    ) -> Result<LogicalPlan> {
+        let state = self.context.state();
+        if found.is_empty() {
+            return state.statement_to_plan(statement.clone()).await;
+        }
+        let mut listed = Vec::with_capacity(found.len());
+        for path_table in found {
+            let options = ListingOptions {
+                hive_partitioning: path_table.hive_partitioning,
+            };
+            let table =
+                QuiverTable::list(&self.runtime, path_table.patterns.clone(), &options).await?;
+            self.tables
+                .insert(path_table.key.clone(), Arc::new(table.clone()));
+            listed.push(table);
+        }
+        if let Ok(plan) = state.statement_to_plan(statement.clone()).await {
+            if state
+                .optimize(&plan)
+                .is_ok_and(|optimized| answers_from_listing(&optimized))
+            {
+                return Ok(plan);
+            }
+        }
+        for (path_table, table) in found.iter().zip(listed) {
+            let schema_override = path_table
+                .schema
+                .as_deref()
+                .map(|s| self.parse_schema(s))
+                .transpose()?;
+            let full = table
+                .with_file_columns(&self.runtime, schema_override.as_ref())
+                .await?;
+            self.tables.insert(path_table.key.clone(), Arc::new(full));
+        }
+        state.statement_to_plan(statement.clone()).await
+    }
+
+    /// The path tables a statement names, each once.
+    fn path_tables_of(&self, statement: &Statement) -> Result<Vec<PathTable>> {
+        let mut found = match statement {
+            Statement::Statement(inner) => path_tables(inner.as_ref())?,
+            Statement::Explain(explain) => match explain.statement.as_ref() {
+                Statement::Statement(inner) => path_tables(inner.as_ref())?,
+                _ => vec![],
+            },
+            _ => vec![],
+        };
+        let mut seen = std::collections::HashSet::new();
+        found.retain(|table| seen.insert(table.key.clone()));
+        Ok(found)
     }
 
     async fn run_statement(&self, statement: Statement) -> Result<QueryOutput> {
@@ -172,37 +234,6 @@ impl QuiverSession {
             batches,
             metrics,
         })
-    }
-
-    /// Builds the path tables a statement names, for the planner to find.
-    async fn prepare_tables(&self, statement: &Statement) -> Result<()> {
-        let found = match statement {
-            Statement::Statement(inner) => path_tables(inner.as_ref())?,
-            Statement::Explain(explain) => match explain.statement.as_ref() {
-                Statement::Statement(inner) => path_tables(inner.as_ref())?,
-                _ => vec![],
-            },
-            _ => vec![],
-        };
-        for path_table in found {
-            if self.tables.get(&path_table.key).is_some() {
-                continue;
-            }
-            let options = TableOptions {
-                listing: ListingOptions {
-                    hive_partitioning: path_table.hive_partitioning,
-                },
-                schema_override: path_table
-                    .schema
-                    .as_deref()
-                    .map(|s| self.parse_schema(s))
-                    .transpose()?,
-            };
-            let table =
-                QuiverTable::try_new(&self.runtime, path_table.patterns.clone(), options).await?;
-            self.tables.insert(path_table.key, Arc::new(table));
-        }
-        Ok(())
     }
 
     /// `col TYPE, …` in SQL's own type names, mapped to Arrow by DataFusion's planner.

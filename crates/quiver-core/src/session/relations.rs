@@ -202,6 +202,18 @@ fn boolean(value: &SqlExpr) -> Result<bool> {
     }
 }
 
+/// The name a path table goes by in plans, as DuckDB names it: the last path segment
+/// without wildcards, less `.parquet` (`'data/lineitem/*.parquet'` is `lineitem`).
+fn table_name(patterns: &[String]) -> String {
+    let first = patterns.first().map(String::as_str).unwrap_or_default();
+    first
+        .trim_end_matches('/')
+        .rsplit('/')
+        .find(|segment| !segment.is_empty() && !segment.contains(['*', '?', '{', '[']))
+        .map(|segment| segment.trim_end_matches(".parquet").to_string())
+        .unwrap_or_else(|| "parquet".to_string())
+}
+
 /// Plans path tables from what `ResolvedTables` holds for them.
 #[derive(Debug)]
 pub struct PathTablePlanner {
@@ -224,11 +236,7 @@ impl RelationPlanner for PathTablePlanner {
         let TableFactor::Table { alias, .. } = relation else {
             unreachable!("path_table matched a table")
         };
-        let name = if found.key.starts_with("read_parquet") {
-            "read_parquet".to_string()
-        } else {
-            found.key
-        };
+        let name = table_name(&found.patterns);
         let plan =
             LogicalPlanBuilder::scan(TableReference::bare(name), provider_as_source(table), None)?
                 .build()?;
@@ -267,6 +275,13 @@ mod tests {
             Some("a BIGINT, b DECIMAL(10,2)")
         );
         assert_eq!(found[0].hive_partitioning, Some(false));
+    }
+
+    #[test]
+    fn path_tables_are_named_by_their_last_literal_segment() {
+        assert_eq!(table_name(&["data/lineitem.parquet".into()]), "lineitem");
+        assert_eq!(table_name(&["data/orders/**/*.parquet".into()]), "orders");
+        assert_eq!(table_name(&["*.parquet".into()]), "parquet");
     }
 
     #[test]

@@ -1,0 +1,51 @@
+//! Quiver's settings, per session and per query: `SET quiver.coalesce_gap = 0` in SQL, or
+//! CLI flags. They live in DataFusion's config, so they travel with a plan's task context.
+
+use datafusion::common::config::{ConfigExtension, ConfigOptions};
+use datafusion::common::extensions_options;
+
+use crate::bucket::{BucketOptions, MAX_BUCKET_BYTES, MIN_BUCKET_BYTES};
+use crate::fetch::{FetchOptions, COALESCE_GAP, MAX_COALESCED_BYTES, MAX_CONCURRENT_REQUESTS};
+
+extensions_options! {
+    /// Settings under the `quiver.` prefix.
+    pub struct QuiverOptions {
+        /// Byte ranges closer than this are read in one request.
+        pub coalesce_gap: u64, default = COALESCE_GAP
+        /// No request reads more than this.
+        pub max_coalesced_bytes: u64, default = MAX_COALESCED_BYTES
+        /// Requests in flight at once, per bucket.
+        pub max_concurrent_requests: usize, default = MAX_CONCURRENT_REQUESTS
+        /// Buckets smaller than this are not split off (0 splits every file for every thread).
+        pub min_bucket_bytes: u64, default = MIN_BUCKET_BYTES
+        /// Runs larger than this are split whatever the thread count.
+        pub max_bucket_bytes: u64, default = MAX_BUCKET_BYTES
+    }
+}
+
+impl ConfigExtension for QuiverOptions {
+    const PREFIX: &'static str = "quiver";
+}
+
+impl QuiverOptions {
+    /// The settings in force in `config` (defaults if the session never set any).
+    pub fn of(config: &ConfigOptions) -> Self {
+        config.extensions.get::<Self>().cloned().unwrap_or_default()
+    }
+
+    pub fn fetch(&self) -> FetchOptions {
+        FetchOptions {
+            coalesce_gap: self.coalesce_gap,
+            max_coalesced_bytes: self.max_coalesced_bytes,
+            max_concurrent_requests: self.max_concurrent_requests,
+        }
+    }
+
+    pub fn buckets(&self, threads: usize) -> BucketOptions {
+        BucketOptions {
+            min_bucket_bytes: self.min_bucket_bytes,
+            max_bucket_bytes: self.max_bucket_bytes,
+            ..BucketOptions::for_threads(threads)
+        }
+    }
+}
