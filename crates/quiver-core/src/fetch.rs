@@ -170,7 +170,8 @@ mod tests {
     #[test]
     fn merged_ranges_are_split_at_the_size_cap() {
         let options = FetchOptions::default();
-        let plan = coalesce(&[0..40 * MIB], &options);
+        let whole_file = [Range { start: 0, end: 40 * MIB }];
+        let plan = coalesce(&whole_file, &options);
         assert_eq!(plan.len(), 3);
         assert!(plan.iter().all(|r| r.end - r.start <= 16 * MIB));
         assert_eq!(plan.first().unwrap().start, 0);
