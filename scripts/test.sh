@@ -25,6 +25,8 @@ phase clippy     cargo clippy --workspace --all-targets -- -D warnings
 phase cargo-test cargo test --workspace
 phase build-cli  cargo build -p quiver-cli
 export QUIVER_BIN="$CARGO_TARGET_DIR/debug/quiver"
+# pytest's fixtures start MinIO (scripts/minio.sh, installed by setup), the S3 proxy and the
+# HTTP server on loopback, and stop them at the end; AWS_* settings of this shell are not used.
 phase pytest     env PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider tests/
 phase wasm       scripts/check-wasm.sh
 

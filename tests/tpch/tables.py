@@ -3,8 +3,10 @@
 prelude(root, layout, engine) gives 8 `CREATE VIEW <table> AS SELECT * FROM read_parquet(...)`
 statements, for engine "quiver" (named arguments with =>) or "duckdb" (with =). In the hive
 layout the partition columns (l_returnflag, o_orderstatus) are strings in both engines.
+root is a local folder or a URL (s3://bucket/prefix, http://127.0.0.1:8000/prefix).
 """
 import os
+import posixpath
 
 TABLES = ["region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem"]
 LAYOUTS = ["single", "many", "hive"]
@@ -19,13 +21,14 @@ def query_sql(n):
 
 
 def table_glob(root, layout, table):
+    join = posixpath.join if "://" in root else os.path.join
     if layout == "single":
-        return os.path.join(root, "single", f"{table}.parquet")
+        return join(root, "single", f"{table}.parquet")
     if layout == "many":
-        return os.path.join(root, "many", table, "*.parquet")
+        return join(root, "many", table, "*.parquet")
     if layout == "hive":
         pattern = "**/*.parquet" if table in HIVE_PARTITIONED else "*.parquet"
-        return os.path.join(root, "hive", table, pattern)
+        return join(root, "hive", table, pattern)
     raise ValueError(f"unknown layout {layout!r}")
 
 

@@ -61,6 +61,64 @@ struct QueryArgs {
     /// Print rows, requests, bytes read and time per phase to standard error.
     #[arg(long)]
     profile: bool,
+    /// Merge byte ranges closer than this many bytes into one request (default 1 MiB).
+    #[arg(long, value_name = "BYTES")]
+    coalesce_gap: Option<u64>,
+    /// Never read more than this many bytes in one request (default 16 MiB).
+    #[arg(long, value_name = "BYTES")]
+    max_coalesced_bytes: Option<u64>,
+    /// Requests in flight at once per bucket (default 16).
+    #[arg(long, value_name = "N")]
+    max_concurrent_requests: Option<usize>,
+    /// An S3-compatible endpoint, e.g. http://127.0.0.1:9000 (default: AWS_ENDPOINT_URL).
+    #[arg(long, value_name = "URL")]
+    s3_endpoint: Option<String>,
+    /// The S3 region (default: AWS_REGION, the profile's, or us-east-1).
+    #[arg(long)]
+    region: Option<String>,
+    /// Read public S3 buckets without credentials.
+    #[arg(long)]
+    anonymous: bool,
+    /// Any setting, as SET does: `--set quiver.block_cache_bytes=0` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    settings: Vec<String>,
+}
+
+impl QueryArgs {
+    /// Every setting the flags make, as (key, value).
+    fn settings(&self) -> Result<Vec<(String, String)>, String> {
+        let mut settings = vec![];
+        let mut add = |key: &str, value: Option<String>| {
+            if let Some(value) = value {
+                settings.push((key.to_string(), value));
+            }
+        };
+        add(
+            "quiver.coalesce_gap",
+            self.coalesce_gap.map(|v| v.to_string()),
+        );
+        add(
+            "quiver.max_coalesced_bytes",
+            self.max_coalesced_bytes.map(|v| v.to_string()),
+        );
+        add(
+            "quiver.max_concurrent_requests",
+            self.max_concurrent_requests.map(|v| v.to_string()),
+        );
+        add("quiver.s3_endpoint", self.s3_endpoint.clone());
+        add("quiver.s3_region", self.region.clone());
+        add(
+            "quiver.s3_anonymous",
+            self.anonymous.then(|| "true".to_string()),
+        );
+        for setting in &self.settings {
+            let (key, value) = setting
+                .split_once('=')
+                .ok_or_else(|| format!("--set takes KEY=VALUE, not '{setting}'"))?;
+            settings.push((key.trim().to_string(), value.trim().to_string()));
+        }
+        Ok(settings)
+    }
 }
 
 fn parse_executor(text: &str) -> Result<ExecutorKind, String> {
@@ -116,6 +174,11 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
         executor: args.executor,
     })
     .map_err(|e| describe(&e))?;
+    for (key, value) in args.settings()? {
+        session
+            .set(&key, &value)
+            .map_err(|e| format!("{key}: {}", describe(&e)))?;
+    }
 
     if explain {
         let plan = session

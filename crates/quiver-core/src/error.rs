@@ -30,6 +30,9 @@ pub enum QuiverError {
     #[error("{path}: {reason}")]
     Io { path: String, reason: String },
 
+    #[error("{path}: access denied: {reason}")]
+    Denied { path: String, reason: String },
+
     #[error("{path}: the file changed while the query ran (was {expected}, now {found}); run the query again")]
     Changed {
         path: String,

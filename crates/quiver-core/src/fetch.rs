@@ -8,9 +8,10 @@ use bytes::Bytes;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use parquet::file::metadata::ParquetMetaData;
 
+use crate::cache::{BlockCache, Lookup, BLOCK_CACHE_BYTES};
 use crate::error::Result;
 use crate::metrics::QueryMetrics;
-use crate::source::ObjectSource;
+use crate::source::{ObjectMeta, ObjectSource};
 
 /// 1 MiB: a gap smaller than this costs less to read through than a request's latency
 /// against object storage (about 1 MiB at 100 MB/s and 10 ms per request).
@@ -28,6 +29,8 @@ pub struct FetchOptions {
     pub coalesce_gap: u64,
     pub max_coalesced_bytes: u64,
     pub max_concurrent_requests: usize,
+    /// The block cache's size; 0 turns it off.
+    pub block_cache_bytes: u64,
 }
 
 impl Default for FetchOptions {
@@ -36,6 +39,7 @@ impl Default for FetchOptions {
             coalesce_gap: COALESCE_GAP,
             max_coalesced_bytes: MAX_COALESCED_BYTES,
             max_concurrent_requests: MAX_CONCURRENT_REQUESTS,
+            block_cache_bytes: BLOCK_CACHE_BYTES,
         }
     }
 }
@@ -90,9 +94,37 @@ pub fn coalesce(ranges: &[Range<u64>], options: &FetchOptions) -> Vec<Range<u64>
 #[derive(Debug, Default, Clone)]
 pub struct FetchedBytes {
     pieces: Vec<(u64, Bytes)>,
+    /// What fetching them took.
+    pub stats: FetchStats,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct FetchStats {
+    pub requests: u64,
+    pub bytes: u64,
+    pub cache_hit_bytes: u64,
 }
 
 impl FetchedBytes {
+    /// Pieces in any order; where two overlap, the later one is trimmed.
+    pub fn new(mut pieces: Vec<(u64, Bytes)>) -> Self {
+        pieces.sort_by_key(|(start, _)| *start);
+        let mut kept: Vec<(u64, Bytes)> = Vec::with_capacity(pieces.len());
+        for (start, bytes) in pieces {
+            let covered_to = kept.last().map(|(s, b)| s + b.len() as u64).unwrap_or(0);
+            let end = start + bytes.len() as u64;
+            if end <= covered_to {
+                continue;
+            }
+            let skip = covered_to.saturating_sub(start);
+            kept.push((start + skip, bytes.slice(skip as usize..)));
+        }
+        Self {
+            pieces: kept,
+            stats: FetchStats::default(),
+        }
+    }
+
     /// The bytes of `range`, without copying when one piece holds all of it.
     pub fn slice(&self, range: &Range<u64>) -> Option<Bytes> {
         let index = self
@@ -132,26 +164,40 @@ impl FetchedBytes {
     }
 }
 
-/// Fetches the coalesced plan of `ranges` from `path`.
+/// Fetches `ranges` of `object`: what the block cache holds is served from it, the rest
+/// is coalesced, fetched with bounded concurrency, and kept in the cache.
 pub async fn fetch_ranges(
     source: &dyn ObjectSource,
-    path: &str,
+    object: &ObjectMeta,
     ranges: &[Range<u64>],
     options: &FetchOptions,
+    cache: &BlockCache,
     metrics: &QueryMetrics,
 ) -> Result<FetchedBytes> {
-    let plan = coalesce(ranges, options);
-    let mut pieces: Vec<(u64, Bytes)> = stream::iter(plan)
+    let Lookup { mut held, missing } = cache.lookup(object, ranges);
+    let cache_hit_bytes = held.iter().map(|(_, b)| b.len() as u64).sum();
+    QueryMetrics::add(&metrics.cache_hit_bytes, cache_hit_bytes);
+    let plan = coalesce(&missing, options);
+    let fetched: Vec<(u64, Bytes)> = stream::iter(plan)
         .map(|range| async move {
-            let bytes = source.get_range(path, range.clone()).await?;
+            let bytes = source.get_range(object, range.clone()).await?;
             metrics.record_read(bytes.len() as u64);
             Ok::<_, crate::error::QuiverError>((range.start, bytes))
         })
         .buffer_unordered(options.max_concurrent_requests.max(1))
         .try_collect()
         .await?;
-    pieces.sort_by_key(|(start, _)| *start);
-    Ok(FetchedBytes { pieces })
+    cache.insert(object, &fetched, options.block_cache_bytes);
+    let stats = FetchStats {
+        requests: fetched.len() as u64,
+        bytes: fetched.iter().map(|(_, b)| b.len() as u64).sum(),
+        cache_hit_bytes,
+    };
+    held.extend(fetched);
+    Ok(FetchedBytes {
+        stats,
+        ..FetchedBytes::new(held)
+    })
 }
 
 #[cfg(test)]
@@ -170,7 +216,10 @@ mod tests {
     #[test]
     fn merged_ranges_are_split_at_the_size_cap() {
         let options = FetchOptions::default();
-        let whole_file = [Range { start: 0, end: 40 * MIB }];
+        let whole_file = [Range {
+            start: 0,
+            end: 40 * MIB,
+        }];
         let plan = coalesce(&whole_file, &options);
         assert_eq!(plan.len(), 3);
         assert!(plan.iter().all(|r| r.end - r.start <= 16 * MIB));

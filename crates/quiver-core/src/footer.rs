@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use bytes::{Bytes, BytesMut};
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
+use crate::cache::BlockCache;
 use crate::error::{QuiverError, Result};
 use crate::metrics::QueryMetrics;
 use crate::source::{ObjectMeta, ObjectSource};
@@ -31,6 +32,8 @@ impl FooterCache {
         source: &dyn ObjectSource,
         meta: &ObjectMeta,
         metrics: &QueryMetrics,
+        blocks: &BlockCache,
+        block_cache_bytes: u64,
     ) -> Result<Arc<ParquetMetaData>> {
         let key = (meta.path.clone(), meta.version.clone());
         if let Some(found) = self
@@ -42,7 +45,7 @@ impl FooterCache {
             QueryMetrics::add(&metrics.footer_cache_hits, 1);
             return Ok(Arc::clone(found));
         }
-        let parsed = Arc::new(read_footer(source, meta, metrics).await?);
+        let parsed = Arc::new(read_footer(source, meta, metrics, blocks, block_cache_bytes).await?);
         self.entries
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -55,6 +58,8 @@ async fn read_footer(
     source: &dyn ObjectSource,
     meta: &ObjectMeta,
     metrics: &QueryMetrics,
+    blocks: &BlockCache,
+    block_cache_bytes: u64,
 ) -> Result<ParquetMetaData> {
     let path = &meta.path;
     let not_parquet = |reason: &str| QuiverError::NotParquet {
@@ -68,7 +73,13 @@ async fn read_footer(
         )));
     }
     let first = FOOTER_READ_BYTES.min(meta.size);
-    let tail = fetch(source, path, meta.size - first, meta.size, metrics).await?;
+    let tail = fetch(source, meta, meta.size - first, meta.size, metrics).await?;
+    // A small file's tail is the whole file: its column chunks then cost no second request.
+    blocks.insert(
+        meta,
+        &[(meta.size - first, tail.clone())],
+        block_cache_bytes,
+    );
     let end = &tail[tail.len() - FOOTER_TAIL as usize..];
     if &end[4..] != b"PAR1" {
         return Err(not_parquet(
@@ -90,7 +101,7 @@ async fn read_footer(
         tail.slice((first - needed) as usize..(first - FOOTER_TAIL) as usize)
     } else {
         // One more request for the part of the footer before what we already hold.
-        let head = fetch(source, path, meta.size - needed, meta.size - first, metrics).await?;
+        let head = fetch(source, meta, meta.size - needed, meta.size - first, metrics).await?;
         let mut joined = BytesMut::with_capacity(needed as usize);
         joined.extend_from_slice(&head);
         joined.extend_from_slice(&tail[..tail.len() - FOOTER_TAIL as usize]);
@@ -104,12 +115,12 @@ async fn read_footer(
 
 async fn fetch(
     source: &dyn ObjectSource,
-    path: &str,
+    meta: &ObjectMeta,
     start: u64,
     end: u64,
     metrics: &QueryMetrics,
 ) -> Result<Bytes> {
-    let bytes = source.get_range(path, start..end).await?;
+    let bytes = source.get_range(meta, start..end).await?;
     metrics.record_read(bytes.len() as u64);
     QueryMetrics::add(&metrics.footer_requests, 1);
     Ok(bytes)

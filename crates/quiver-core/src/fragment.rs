@@ -166,7 +166,7 @@ pub fn run_fragment(
         .ok_or_else(|| DataFusionError::Internal("fragment without a scan".into()))?
         .clone();
     let runtime = QuiverRuntime::of(context.session_config())?;
-    let fetch = QuiverOptions::of(context.session_config().options()).fetch();
+    let options = QuiverOptions::of(context.session_config().options());
     let count = scan.partitions().len();
     let in_flight_limit = pool.current_num_threads() + 1;
     let (sender, receiver) = mpsc::channel::<(usize, Result<Vec<RecordBatch>>)>();
@@ -193,14 +193,15 @@ pub fn run_fragment(
             break;
         }
         // Fetch here, outside the pool: a compute thread never waits on I/O.
-        let inputs =
-            match futures::executor::block_on(scan.fetch_partition(partition, &runtime, &fetch)) {
-                Ok(inputs) => inputs,
-                Err(e) => {
-                    first_error = Some(e);
-                    break;
-                }
-            };
+        let inputs = match futures::executor::block_on(
+            scan.fetch_partition(partition, &runtime, &options),
+        ) {
+            Ok(inputs) => inputs,
+            Err(e) => {
+                first_error = Some(e);
+                break;
+            }
+        };
         let instance = with_scan(&fragment, Arc::new(scan.with_fetched(partition, inputs)?))?;
         let (sender, context) = (sender.clone(), Arc::clone(context));
         pool.spawn(move || {

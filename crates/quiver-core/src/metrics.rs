@@ -11,6 +11,8 @@ pub struct QueryMetrics {
     pub bytes_read: AtomicU64,
     pub footer_requests: AtomicU64,
     pub footer_cache_hits: AtomicU64,
+    /// Bytes served by the block cache instead of a request.
+    pub cache_hit_bytes: AtomicU64,
     /// Reads the range plan did not foresee (served, but counted so that a gap shows).
     pub unplanned_requests: AtomicU64,
     pub files: AtomicU64,
@@ -60,7 +62,7 @@ impl QueryMetrics {
         let mut out = format!(
             "rows: {}\nfiles: {} read, {} pruned by the listing\nrow groups: {} read, {} pruned by statistics\n\
              buckets: {} ({} done)\nrequests: {} ({} for footers, {} unplanned), {} bytes read, {} bytes planned\n\
-             footer cache hits: {}\n",
+             footer cache hits: {}, block cache hits: {} bytes\n",
             g(&self.rows_out),
             g(&self.files),
             g(&self.files_pruned),
@@ -74,6 +76,7 @@ impl QueryMetrics {
             g(&self.bytes_read),
             g(&self.bytes_planned),
             g(&self.footer_cache_hits),
+            g(&self.cache_hit_bytes),
         );
         for (name, elapsed) in self.phases() {
             out.push_str(&format!(

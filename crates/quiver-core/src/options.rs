@@ -5,7 +5,9 @@ use datafusion::common::config::{ConfigExtension, ConfigOptions};
 use datafusion::common::extensions_options;
 
 use crate::bucket::{BucketOptions, MAX_BUCKET_BYTES, MIN_BUCKET_BYTES};
+use crate::cache::BLOCK_CACHE_BYTES;
 use crate::fetch::{FetchOptions, COALESCE_GAP, MAX_COALESCED_BYTES, MAX_CONCURRENT_REQUESTS};
+use crate::source::S3Options;
 
 extensions_options! {
     /// Settings under the `quiver.` prefix.
@@ -20,6 +22,16 @@ extensions_options! {
         pub min_bucket_bytes: u64, default = MIN_BUCKET_BYTES
         /// Runs larger than this are split whatever the thread count.
         pub max_bucket_bytes: u64, default = MAX_BUCKET_BYTES
+        /// Size of the in-memory block cache of fetched bytes (0 turns it off).
+        pub block_cache_bytes: u64, default = BLOCK_CACHE_BYTES
+        /// An S3-compatible endpoint, e.g. `http://127.0.0.1:9000` (else `AWS_ENDPOINT_URL`).
+        pub s3_endpoint: Option<String>, default = None
+        /// The S3 region (else `AWS_REGION`, the profile's, or us-east-1).
+        pub s3_region: Option<String>, default = None
+        /// Read public buckets without signing.
+        pub s3_anonymous: bool, default = false
+        /// Path-style (true) or virtual-hosted (false) addressing; path style with an endpoint.
+        pub s3_path_style: Option<bool>, default = None
     }
 }
 
@@ -38,6 +50,18 @@ impl QuiverOptions {
             coalesce_gap: self.coalesce_gap,
             max_coalesced_bytes: self.max_coalesced_bytes,
             max_concurrent_requests: self.max_concurrent_requests,
+            block_cache_bytes: self.block_cache_bytes,
+        }
+    }
+
+    pub fn s3(&self) -> S3Options {
+        S3Options {
+            endpoint: self.s3_endpoint.clone(),
+            region: self.s3_region.clone(),
+            anonymous: self.s3_anonymous
+                || std::env::var("AWS_SKIP_SIGNATURE")
+                    .is_ok_and(|v| v.eq_ignore_ascii_case("true")),
+            path_style: self.s3_path_style,
         }
     }
 

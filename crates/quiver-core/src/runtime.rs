@@ -9,9 +9,11 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::SessionConfig;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::cache::BlockCache;
 use crate::footer::FooterCache;
 use crate::metrics::QueryMetrics;
-use crate::source::Sources;
+use crate::source::{ObjectMeta, ObjectSource, Sources};
+use parquet::file::metadata::ParquetMetaData;
 
 /// 1 GiB of fetched, not yet decoded bytes at most; buckets wait for room beyond it.
 pub const MEMORY_BUDGET_BYTES: u64 = 1024 * 1024 * 1024;
@@ -23,6 +25,7 @@ const UNIT: u64 = 64 * 1024;
 pub struct QuiverRuntime {
     pub sources: Sources,
     pub footers: FooterCache,
+    pub blocks: BlockCache,
     metrics: RwLock<Arc<QueryMetrics>>,
     memory: Arc<Semaphore>,
     memory_units: u32,
@@ -40,6 +43,7 @@ impl QuiverRuntime {
         Self {
             sources,
             footers: FooterCache::default(),
+            blocks: BlockCache::default(),
             metrics: RwLock::new(Arc::default()),
             memory: Arc::new(Semaphore::new(memory_units as usize)),
             memory_units,
@@ -62,6 +66,21 @@ impl QuiverRuntime {
 
     pub fn metrics(&self) -> Arc<QueryMetrics> {
         Arc::clone(&self.metrics.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// A file's parsed footer, read once per version; the bytes read for it go to the block
+    /// cache too (for a small file, that is all of it).
+    pub async fn footer(
+        &self,
+        source: &dyn ObjectSource,
+        meta: &ObjectMeta,
+        metrics: &QueryMetrics,
+        block_cache_bytes: u64,
+    ) -> datafusion::error::Result<Arc<ParquetMetaData>> {
+        Ok(self
+            .footers
+            .load(source, meta, metrics, &self.blocks, block_cache_bytes)
+            .await?)
     }
 
     /// Waits until `bytes` fit in the memory budget; the room returns when the permit drops.

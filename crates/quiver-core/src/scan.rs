@@ -23,7 +23,9 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
@@ -36,8 +38,7 @@ use parquet::file::metadata::ParquetMetaData;
 use serde::{Deserialize, Serialize};
 
 use crate::bucket::Bucket;
-use crate::error::QuiverError;
-use crate::fetch::{column_chunk_ranges, fetch_ranges, FetchOptions, FetchedBytes};
+use crate::fetch::{column_chunk_ranges, fetch_ranges, FetchedBytes};
 use crate::metrics::QueryMetrics;
 use crate::options::QuiverOptions;
 use crate::runtime::QuiverRuntime;
@@ -72,6 +73,8 @@ pub struct BucketScanExec {
     partitions: Vec<Vec<Bucket>>,
     summary: ScanSummary,
     properties: Arc<PlanProperties>,
+    /// Per-partition requests, bytes and cache hits, for EXPLAIN ANALYZE.
+    metrics: ExecutionPlanMetricsSet,
     /// Inputs fetched ahead of execution for a one-partition scan ("fetch, then compute":
     /// the fragment executor fetches outside the compute pool, then decodes on it).
     fetched: Option<Arc<Vec<PartitionedFile>>>,
@@ -110,6 +113,7 @@ impl BucketScanExec {
             partitions,
             summary,
             properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
             fetched: None,
         })
     }
@@ -150,14 +154,14 @@ impl BucketScanExec {
         &self,
         partition: usize,
         runtime: &QuiverRuntime,
-        fetch: &FetchOptions,
+        options: &QuiverOptions,
     ) -> Result<Vec<PartitionedFile>> {
         let metrics = runtime.metrics();
         let buckets = self.partitions.get(partition).cloned().unwrap_or_default();
         try_join_all(
             buckets
                 .iter()
-                .map(|bucket| self.read_bucket(runtime, fetch, bucket, &metrics)),
+                .map(|bucket| self.read_bucket(runtime, options, bucket, &metrics)),
         )
         .await
     }
@@ -236,6 +240,10 @@ impl ExecutionPlan for BucketScanExec {
         Ok(TreeNodeRecursion::Continue)
     }
 
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
     fn with_new_children(
         self: Arc<Self>,
         _children: Vec<Arc<dyn ExecutionPlan>>,
@@ -271,7 +279,8 @@ impl ExecutionPlan for BucketScanExec {
         }
         let scan = self.clone();
         let schema = self.schema();
-        let fetch = QuiverOptions::of(context.session_config().options()).fetch();
+        let options = QuiverOptions::of(context.session_config().options());
+        let counters = ScanCounters::new(&self.metrics, partition);
         let stream = futures::stream::once(async move {
             let metrics = runtime.metrics();
             let bytes: u64 = buckets.iter().map(|b| b.bytes).sum();
@@ -279,9 +288,10 @@ impl ExecutionPlan for BucketScanExec {
             let inputs = try_join_all(
                 buckets
                     .iter()
-                    .map(|bucket| scan.read_bucket(&runtime, &fetch, bucket, &metrics)),
+                    .map(|bucket| scan.read_bucket(&runtime, &options, bucket, &metrics)),
             )
             .await?;
+            counters.record(&inputs);
             let plan = scan.decoder(inputs)?;
             let done = buckets.len() as u64;
             let decoded = plan.execute(0, context)?;
@@ -303,6 +313,36 @@ impl ExecutionPlan for BucketScanExec {
     }
 }
 
+/// EXPLAIN ANALYZE's view of one partition's reads.
+struct ScanCounters {
+    requests: Count,
+    bytes_read: Count,
+    cache_hit_bytes: Count,
+}
+
+impl ScanCounters {
+    fn new(metrics: &ExecutionPlanMetricsSet, partition: usize) -> Self {
+        let counter = |name: &'static str| MetricBuilder::new(metrics).counter(name, partition);
+        Self {
+            requests: counter("requests"),
+            bytes_read: counter("bytes_read"),
+            cache_hit_bytes: counter("cache_hit_bytes"),
+        }
+    }
+
+    fn record(&self, inputs: &[PartitionedFile]) {
+        for input in inputs
+            .iter()
+            .filter_map(|f| f.extension::<Arc<BucketInput>>())
+        {
+            let stats = input.fetched.stats;
+            self.requests.add(stats.requests as usize);
+            self.bytes_read.add(stats.bytes as usize);
+            self.cache_hit_bytes.add(stats.cache_hit_bytes as usize);
+        }
+    }
+}
+
 /// A bucket ready to decode: its file's parsed footer and the bytes its plan fetched.
 #[derive(Debug)]
 struct BucketInput {
@@ -317,7 +357,7 @@ impl BucketScanExec {
     async fn read_bucket(
         &self,
         runtime: &QuiverRuntime,
-        fetch: &FetchOptions,
+        options: &QuiverOptions,
         bucket: &Bucket,
         metrics: &Arc<QueryMetrics>,
     ) -> Result<PartitionedFile> {
@@ -329,20 +369,21 @@ impl BucketScanExec {
             ))
         })?;
         let meta = &file.meta;
-        let source = runtime.sources.for_path(&meta.path)?;
-        let metadata = runtime.footers.load(source.as_ref(), meta, metrics).await?;
-        let now = source.head(&meta.path).await?;
-        if now.version != meta.version {
-            return Err(QuiverError::Changed {
-                path: meta.path.clone(),
-                expected: meta.version.clone(),
-                found: now.version,
-            }
-            .into());
-        }
+        let source = runtime.sources.for_path(&meta.path, &options.s3())?;
+        let metadata = runtime
+            .footer(source.as_ref(), meta, metrics, options.block_cache_bytes)
+            .await?;
         let leaves = leaf_columns(&metadata, &self.projected_file_columns())?;
         let ranges = column_chunk_ranges(&metadata, &bucket.row_groups, &leaves);
-        let fetched = fetch_ranges(source.as_ref(), &meta.path, &ranges, fetch, metrics).await?;
+        let fetched = fetch_ranges(
+            source.as_ref(),
+            meta,
+            &ranges,
+            &options.fetch(),
+            &runtime.blocks,
+            metrics,
+        )
+        .await?;
 
         let mut access = ParquetAccessPlan::new_none(metadata.num_row_groups());
         for &rg in &bucket.row_groups {
@@ -443,7 +484,7 @@ impl BucketReader {
         }
         let bytes = input
             .source
-            .get_range(&input.meta.path, range)
+            .get_range(&input.meta, range)
             .await
             .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))?;
         input.metrics.record_read(bytes.len() as u64);

@@ -10,7 +10,11 @@ use async_trait::async_trait;
 use datafusion::arrow::array::{RecordBatch, UInt32Array};
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::config::ConfigOptions;
 use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::datasource::file_format::parquet::{
+    transform_binary_to_string, transform_schema_to_view,
+};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::utils::conjunction;
@@ -38,6 +42,29 @@ pub struct TableOptions {
     pub listing: ListingOptions,
     /// Columns whose type replaces the stored one (or that the files lack).
     pub schema_override: Option<SchemaRef>,
+    /// Strings and binaries as view types, as DataFusion's Parquet reader decodes them
+    /// (`datafusion.execution.parquet.schema_force_view_types`): no cast after decoding.
+    pub view_types: bool,
+    /// Binary columns as strings (`datafusion.execution.parquet.binary_as_string`).
+    pub binary_as_string: bool,
+    /// The block cache's size, which keeps the bytes read with a footer.
+    pub block_cache_bytes: u64,
+}
+
+impl TableOptions {
+    /// Options that follow the session's Parquet settings.
+    pub fn for_session(config: &ConfigOptions) -> Self {
+        Self {
+            view_types: config.execution.parquet.schema_force_view_types,
+            binary_as_string: config.execution.parquet.binary_as_string,
+            listing: ListingOptions {
+                hive_partitioning: None,
+                s3: QuiverOptions::of(config).s3(),
+            },
+            block_cache_bytes: QuiverOptions::of(config).block_cache_bytes,
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -61,7 +88,7 @@ impl QuiverTable {
     ) -> Result<Self> {
         Self::list(runtime, patterns, &options.listing)
             .await?
-            .with_file_columns(runtime, options.schema_override.as_ref())
+            .with_file_columns(runtime, &options)
             .await
     }
 
@@ -88,16 +115,22 @@ impl QuiverTable {
     pub async fn with_file_columns(
         &self,
         runtime: &QuiverRuntime,
-        schema_override: Option<&SchemaRef>,
+        options: &TableOptions,
     ) -> Result<Self> {
         let listing = &self.listing;
         let first = listing.files.first().ok_or_else(|| QuiverError::NoMatch {
             pattern: self.patterns.join(", "),
         })?;
-        let source = runtime.sources.for_path(&first.meta.path)?;
+        let source = runtime
+            .sources
+            .for_path(&first.meta.path, &options.listing.s3)?;
         let metadata = runtime
-            .footers
-            .load(source.as_ref(), &first.meta, &runtime.metrics())
+            .footer(
+                source.as_ref(),
+                &first.meta,
+                &runtime.metrics(),
+                options.block_cache_bytes,
+            )
             .await?;
         let stored = parquet_to_arrow_schema(
             metadata.file_metadata().schema_descr(),
@@ -108,8 +141,18 @@ impl QuiverTable {
             reason: e.to_string(),
         })?;
 
+        let stored = if options.binary_as_string {
+            transform_binary_to_string(&stored)
+        } else {
+            stored
+        };
+        let stored = if options.view_types {
+            transform_schema_to_view(&stored)
+        } else {
+            stored
+        };
         let mut fields: Vec<Arc<Field>> = stored.fields().iter().cloned().collect();
-        if let Some(wanted) = schema_override {
+        if let Some(wanted) = &options.schema_override {
             for field in wanted.fields() {
                 match fields.iter().position(|f| f.name() == field.name()) {
                     Some(i) => {
@@ -275,6 +318,8 @@ impl TableProvider for QuiverTable {
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let runtime = QuiverRuntime::of(state.config())?;
+        let settings = QuiverOptions::of(state.config().options());
+        let (s3, cache_bytes) = (&settings.s3(), settings.block_cache_bytes);
         let metrics = runtime.metrics();
         let started = std::time::Instant::now();
         let (kept, listing_batch) = self.kept_files(state, filters)?;
@@ -343,8 +388,10 @@ impl TableProvider for QuiverTable {
                     (&runtime, &metrics, &predicate, &projected, &file_schema);
                 async move {
                     let meta = &self.listing.files[index].meta;
-                    let source = runtime.sources.for_path(&meta.path)?;
-                    let metadata = runtime.footers.load(source.as_ref(), meta, metrics).await?;
+                    let source = runtime.sources.for_path(&meta.path, s3)?;
+                    let metadata = runtime
+                        .footer(source.as_ref(), meta, metrics, cache_bytes)
+                        .await?;
                     let stored = parquet_to_arrow_schema(
                         metadata.file_metadata().schema_descr(),
                         metadata.file_metadata().key_value_metadata(),

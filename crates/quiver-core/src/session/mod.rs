@@ -22,7 +22,7 @@ use crate::metrics::QueryMetrics;
 use crate::options::QuiverOptions;
 use crate::runtime::QuiverRuntime;
 use crate::source::ListingOptions;
-use crate::table::QuiverTable;
+use crate::table::{QuiverTable, TableOptions};
 
 use listing_only::answers_from_listing;
 pub use relations::{path_tables, PathTable};
@@ -110,6 +110,17 @@ impl QuiverSession {
         &self.runtime
     }
 
+    /// Sets a configuration value, as `SET key = value` does (`quiver.coalesce_gap`, or any
+    /// of DataFusion's `datafusion.*` settings).
+    pub fn set(&self, key: &str, value: &str) -> Result<()> {
+        self.context
+            .state_ref()
+            .write()
+            .config_mut()
+            .options_mut()
+            .set(key, value)
+    }
+
     /// Runs every `;`-separated statement in order and returns the last one's output.
     pub async fn run(&self, sql: &str) -> Result<QueryOutput> {
         let statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})?;
@@ -165,6 +176,7 @@ impl QuiverSession {
         for path_table in found {
             let options = ListingOptions {
                 hive_partitioning: path_table.hive_partitioning,
+                s3: QuiverOptions::of(state.config_options()).s3(),
             };
             let table =
                 QuiverTable::list(&self.runtime, path_table.patterns.clone(), &options).await?;
@@ -181,14 +193,15 @@ impl QuiverSession {
             }
         }
         for (path_table, table) in found.iter().zip(listed) {
-            let schema_override = path_table
-                .schema
-                .as_deref()
-                .map(|s| self.parse_schema(s))
-                .transpose()?;
-            let full = table
-                .with_file_columns(&self.runtime, schema_override.as_ref())
-                .await?;
+            let options = TableOptions {
+                schema_override: path_table
+                    .schema
+                    .as_deref()
+                    .map(|s| self.parse_schema(s))
+                    .transpose()?,
+                ..TableOptions::for_session(state.config_options())
+            };
+            let full = table.with_file_columns(&self.runtime, &options).await?;
             self.tables.insert(path_table.key.clone(), Arc::new(full));
         }
         state.statement_to_plan(statement.clone()).await

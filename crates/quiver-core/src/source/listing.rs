@@ -9,7 +9,7 @@ use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::scalar::ScalarValue;
 use futures::future::try_join_all;
 
-use super::{GlobPattern, ObjectMeta, Sources};
+use super::{GlobPattern, ObjectMeta, S3Options, Sources};
 use crate::error::{QuiverError, Result};
 
 /// Columns every table has without reading a file.
@@ -21,6 +21,7 @@ const HIVE_NULL: &str = "__HIVE_DEFAULT_PARTITION__";
 pub struct ListingOptions {
     /// `None`: detect (every file under `key=value` folders with the same keys).
     pub hive_partitioning: Option<bool>,
+    pub s3: S3Options,
 }
 
 #[derive(Debug, Clone)]
@@ -62,7 +63,7 @@ pub async fn list_files(
     patterns: &[String],
     options: &ListingOptions,
 ) -> Result<Listing> {
-    let listed = try_join_all(patterns.iter().map(|p| expand(sources, p))).await?;
+    let listed = try_join_all(patterns.iter().map(|p| expand(sources, p, &options.s3))).await?;
     let mut metas: Vec<ObjectMeta> = listed.into_iter().flatten().collect();
     metas.sort_by(|a, b| a.path.cmp(&b.path));
     metas.dedup_by(|a, b| a.path == b.path);
@@ -124,8 +125,8 @@ pub async fn list_files(
     Ok(Listing { files, hive_fields })
 }
 
-async fn expand(sources: &Sources, pattern: &str) -> Result<Vec<ObjectMeta>> {
-    let source = sources.for_path(pattern)?;
+async fn expand(sources: &Sources, pattern: &str, s3: &S3Options) -> Result<Vec<ObjectMeta>> {
+    let source = sources.for_path(pattern, s3)?;
     let glob = GlobPattern::new(pattern)?;
     if glob.is_literal() {
         match source.head(pattern).await {

@@ -86,9 +86,21 @@ impl ObjectSource for LocalSource {
         Ok(meta_of(path.to_string(), &metadata))
     }
 
-    async fn get_range(&self, path: &str, range: Range<u64>) -> Result<Bytes> {
+    async fn get_range(&self, object: &ObjectMeta, range: Range<u64>) -> Result<Bytes> {
+        let path = object.path.as_str();
+        let file = std::fs::File::open(local_path(path)).map_err(|e| io_error(path, e))?;
+        let now = meta_of(
+            path.to_string(),
+            &file.metadata().map_err(|e| io_error(path, e))?,
+        );
+        if now.version != object.version {
+            return Err(QuiverError::Changed {
+                path: path.to_string(),
+                expected: object.version.clone(),
+                found: now.version,
+            });
+        }
         let read = || -> std::io::Result<Vec<u8>> {
-            let file = std::fs::File::open(local_path(path))?;
             let mut buffer = vec![0; (range.end - range.start) as usize];
             read_exact_at(&file, &mut buffer, range.start)?;
             Ok(buffer)

@@ -2,13 +2,18 @@
 //! ranges of one object; everything above it (footers, pruning, buckets, fetch) speaks only
 //! this narrow trait, so local disk, S3 and HTTP are interchangeable.
 
+mod aws_profile;
 mod glob;
+mod http;
 mod listing;
 mod local;
+mod remote;
+mod s3;
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -16,11 +21,14 @@ use bytes::Bytes;
 use crate::error::{QuiverError, Result};
 
 pub use glob::GlobPattern;
+pub use http::HttpSource;
 pub use listing::{
     list_files, virtual_fields as listing_virtual_fields, ListedFile, Listing, ListingOptions,
     VIRTUAL_COLUMNS,
 };
 pub use local::LocalSource;
+use s3::s3_source;
+pub use s3::S3Options;
 
 /// One object as a listing sees it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -40,33 +48,54 @@ pub trait ObjectSource: Debug + Send + Sync {
     /// One object's metadata; `NotFound` when it does not exist.
     async fn head(&self, path: &str) -> Result<ObjectMeta>;
 
-    /// The bytes of `range` in `path`, which must lie inside the object.
-    async fn get_range(&self, path: &str, range: Range<u64>) -> Result<Bytes>;
+    /// The bytes of `range` of `object`, which must lie inside it. An object rewritten since
+    /// `object` was listed fails with `Changed` (sources check the etag or mtime), so a query
+    /// never mixes two versions of a file.
+    async fn get_range(&self, object: &ObjectMeta, range: Range<u64>) -> Result<Bytes>;
 }
 
-/// Picks the source for a path by its scheme.
-#[derive(Debug, Clone)]
+/// Picks the source for a path by its scheme, and keeps one per bucket or server so that
+/// connections (and credentials) are reused across queries.
+#[derive(Debug, Default)]
 pub struct Sources {
-    local: Arc<dyn ObjectSource>,
-}
-
-impl Default for Sources {
-    fn default() -> Self {
-        Self {
-            local: Arc::new(LocalSource),
-        }
-    }
+    remote: Mutex<HashMap<(String, S3Options), Arc<dyn ObjectSource>>>,
 }
 
 impl Sources {
-    pub fn for_path(&self, path: &str) -> Result<Arc<dyn ObjectSource>> {
-        match path.split_once("://") {
-            None => Ok(Arc::clone(&self.local)),
-            Some(("file", _)) => Ok(Arc::clone(&self.local)),
-            Some((scheme, _)) => Err(QuiverError::Unsupported {
-                location: path.to_string(),
-                reason: format!("the '{scheme}://' scheme is not supported yet; use a local path"),
-            }),
+    pub fn for_path(&self, path: &str, s3: &S3Options) -> Result<Arc<dyn ObjectSource>> {
+        let (scheme, rest) = match path.split_once("://") {
+            None | Some(("file", _)) => return Ok(Arc::new(LocalSource)),
+            Some(parts) => parts,
+        };
+        let (key, s3) = match scheme {
+            "s3" | "s3a" => {
+                let bucket = rest.split('/').next().unwrap_or_default();
+                if bucket.is_empty() {
+                    return Err(QuiverError::invalid(format!("{path}: no bucket name")));
+                }
+                (format!("s3://{bucket}"), s3.clone())
+            }
+            "http" | "https" => {
+                let origin = http::origin_of(path).unwrap_or(path);
+                (origin.to_string(), S3Options::default())
+            }
+            other => {
+                return Err(QuiverError::Unsupported {
+                    location: path.to_string(),
+                    reason: format!("the '{other}://' scheme is not supported (local paths, s3://, http://, https://)"),
+                })
+            }
+        };
+        let mut sources = self.remote.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(found) = sources.get(&(key.clone(), s3.clone())) {
+            return Ok(Arc::clone(found));
         }
+        let made: Arc<dyn ObjectSource> = if scheme.starts_with("http") {
+            Arc::new(HttpSource::new(&key)?)
+        } else {
+            Arc::new(s3_source(&key["s3://".len()..], &s3)?)
+        };
+        sources.insert((key, s3), Arc::clone(&made));
+        Ok(made)
     }
 }

@@ -1,0 +1,1 @@
+"""Benchmarks against peers on the same files; see benches/README.md."""

@@ -1,0 +1,43 @@
+"""Scenario 1: TPC-H, 22 queries over one Parquet file per table, cold and hot, every engine.
+
+Time per query per engine, and Quiver's ratio against each peer (total and geometric mean).
+Queries and file paths come from tests/tpch; the data from scripts/gen_tpch.py (layout single).
+"""
+import os
+
+from tpch.tables import QUERIES, TABLES, query_sql, table_glob
+
+from benches import charts, data, report
+
+NAME = "tpch"
+TITLE = "TPC-H: 22 queries, cold and hot"
+KINDS = ("cold", "hot")
+
+
+def run(bench):
+    root = data.tpch(bench.mode.sf)
+    files = data.parquet_files(os.path.join(root, "single"))
+    setup = bench.views({t: table_glob(root, "single", t) for t in TABLES})
+    results = {}
+    for n in QUERIES:
+        results[f"q{n:02d}"] = bench.compare(f"{NAME} q{n:02d}", setup, query_sql(n), files)
+
+    engines, base, peers = bench.engines, bench.base, bench.peers
+    size = sum(os.path.getsize(f) for f in files) / 1e6
+    body = (f"TPC-H at scale factor {bench.mode.sf}: {len(files)} files (one per table), "
+            f"{size:.0f} MB of Parquet in `{root}/single`. Every run is a fresh session that "
+            f"creates the 8 views and runs one query.\n\n"
+            f"### Hot: best of {bench.mode.reps} run(s), seconds\n\n"
+            + report.time_table(results, engines, "hot")
+            + "\n### Cold: first run, data files out of the page cache, seconds\n\n"
+            + report.time_table(results, engines, "cold")
+            + f"\n### {base.label} against each peer (below 1x: {base.label} is faster)\n\n"
+            + report.ratio_table(results, base, peers, KINDS)
+            + "\n### Notes\n\n" + report.notes(results, engines))
+
+    chart = f"{NAME}.png"
+    charts.time_chart(os.path.join(bench.results, chart), f"TPC-H SF {bench.mode.sf}", results,
+                      engines)
+    summary = report.ratio_lines(results, base, peers, KINDS)
+    return report.Section(NAME, f"TPC-H SF {bench.mode.sf}: 22 queries, cold and hot", body,
+                          [chart], summary)

@@ -1,0 +1,152 @@
+//! Any `object_store` store as a source: S3 and HTTP share this adapter, which maps paths
+//! (`s3://bucket/key`) to store keys and the store's errors to ours. The store does the
+//! protocol, signing, retries and backoff.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+
+use super::{ObjectMeta, ObjectSource};
+use crate::error::{QuiverError, Result};
+
+#[derive(Debug, Clone)]
+pub struct StoreSource {
+    store: Arc<dyn ObjectStore>,
+    /// What precedes the key in a path: `s3://bucket/`, `https://host:port/`.
+    base: String,
+    /// Whether ranged GETs send `If-Match` with the listed etag.
+    checks_etag: bool,
+}
+
+impl StoreSource {
+    pub fn new(store: Arc<dyn ObjectStore>, base: String, checks_etag: bool) -> Self {
+        Self {
+            store,
+            base,
+            checks_etag,
+        }
+    }
+
+    pub fn key(&self, path: &str) -> Result<Path> {
+        let key = path
+            .strip_prefix(&self.base)
+            .ok_or_else(|| QuiverError::Invalid(format!("{path} is not under {}", self.base)))?;
+        Path::parse(key).map_err(|e| QuiverError::Invalid(format!("{path}: {e}")))
+    }
+
+    fn meta(&self, object: object_store::ObjectMeta) -> ObjectMeta {
+        let version = object
+            .e_tag
+            .clone()
+            .unwrap_or_else(|| format!("size {}, modified {}", object.size, object.last_modified));
+        ObjectMeta {
+            path: format!("{}{}", self.base, object.location),
+            size: object.size,
+            version,
+        }
+    }
+}
+
+#[async_trait]
+impl ObjectSource for StoreSource {
+    /// Every object under the folder `prefix` (which ends in `/`, or is the bucket root).
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+        let folder = prefix
+            .strip_prefix(&self.base)
+            .unwrap_or_default()
+            .trim_end_matches('/');
+        let folder = (!folder.is_empty())
+            .then(|| Path::parse(folder))
+            .transpose()
+            .map_err(|e| QuiverError::Invalid(format!("{prefix}: {e}")))?;
+        let listed: Vec<object_store::ObjectMeta> = self
+            .store
+            .list(folder.as_ref())
+            .try_collect()
+            .await
+            .map_err(|e| store_error(prefix, e))?;
+        Ok(listed.into_iter().map(|o| self.meta(o)).collect())
+    }
+
+    async fn head(&self, path: &str) -> Result<ObjectMeta> {
+        let object = self
+            .store
+            .head(&self.key(path)?)
+            .await
+            .map_err(|e| store_error(path, e))?;
+        Ok(self.meta(object))
+    }
+
+    async fn get_range(&self, object: &ObjectMeta, range: Range<u64>) -> Result<Bytes> {
+        let options = GetOptions {
+            range: Some(GetRange::Bounded(range.clone())),
+            // Only a strong etag can be held to (a weak one fails If-Match by definition).
+            if_match: (self.checks_etag && object.version.starts_with('"'))
+                .then(|| object.version.clone()),
+            ..Default::default()
+        };
+        let read_error = |e: object_store::Error| match store_error(&object.path, e) {
+            QuiverError::Io { path, reason } => QuiverError::Read {
+                path,
+                start: range.start,
+                end: range.end,
+                reason,
+            },
+            QuiverError::Changed { path, .. } => QuiverError::Changed {
+                path,
+                expected: object.version.clone(),
+                found: "a newer version".into(),
+            },
+            other => other,
+        };
+        let result = self
+            .store
+            .get_opts(&self.key(&object.path)?, options)
+            .await
+            .map_err(read_error)?;
+        result.bytes().await.map_err(read_error)
+    }
+}
+
+/// Our error for a store's, naming the object; credentials never appear in these messages.
+pub fn store_error(path: &str, error: object_store::Error) -> QuiverError {
+    use object_store::Error as E;
+    match error {
+        E::NotFound { .. } => QuiverError::NotFound {
+            path: path.to_string(),
+        },
+        E::PermissionDenied { source, .. } => QuiverError::Denied {
+            path: path.to_string(),
+            reason: root_cause(&*source),
+        },
+        E::Unauthenticated { source, .. } => QuiverError::Denied {
+            path: path.to_string(),
+            reason: format!(
+                "the credentials were not accepted ({})",
+                root_cause(&*source)
+            ),
+        },
+        E::Precondition { .. } => QuiverError::Changed {
+            path: path.to_string(),
+            expected: "the listed version".into(),
+            found: "a newer version".into(),
+        },
+        other => QuiverError::Io {
+            path: path.to_string(),
+            reason: other.to_string(),
+        },
+    }
+}
+
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
