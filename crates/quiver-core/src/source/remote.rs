@@ -120,15 +120,11 @@ pub fn store_error(path: &str, error: object_store::Error) -> QuiverError {
         E::NotFound { .. } => QuiverError::NotFound {
             path: path.to_string(),
         },
-        E::PermissionDenied { source, .. } => QuiverError::Denied {
-            path: path.to_string(),
-            reason: root_cause(&*source),
-        },
-        E::Unauthenticated { source, .. } => QuiverError::Denied {
+        E::PermissionDenied { source, .. } | E::Unauthenticated { source, .. } => QuiverError::Denied {
             path: path.to_string(),
             reason: format!(
-                "the credentials were not accepted ({})",
-                root_cause(&*source)
+                "the server refused the request ({}); check the credentials, the region and the bucket policy",
+                root_cause(&*source).trim_end_matches([':', ' '])
             ),
         },
         E::Precondition { .. } => QuiverError::Changed {

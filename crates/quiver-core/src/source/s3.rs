@@ -3,7 +3,7 @@
 //!
 //! Credentials follow the standard chain: `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`
 //! (and `AWS_SESSION_TOKEN`), then the shared profile files (`AWS_PROFILE`), then web
-//! identity, container and instance roles. `quiver.s3_anonymous` (or `AWS_SKIP_SIGNATURE`)
+//! identity, container and instance roles (the last asked only on EC2: see below). `quiver.s3_anonymous` (or `AWS_SKIP_SIGNATURE`)
 //! reads public buckets unsigned.
 
 use std::sync::Arc;
@@ -37,6 +37,24 @@ fn retry() -> RetryConfig {
     }
 }
 
+/// Instance roles come from the EC2 metadata service. Off EC2 nothing answers there, so it is
+/// asked only on EC2 (or when `AWS_EC2_METADATA_DISABLED=false` says so), never when
+/// `AWS_EC2_METADATA_DISABLED=true`.
+fn instance_metadata_allowed(disabled: Option<String>) -> bool {
+    match disabled.map(|v| v.to_ascii_lowercase()).as_deref() {
+        Some("true") => false,
+        Some("false") => true,
+        _ => on_ec2(),
+    }
+}
+
+fn on_ec2() -> bool {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    read("/sys/devices/virtual/dmi/id/board_vendor").contains("Amazon EC2")
+        || read("/sys/devices/virtual/dmi/id/sys_vendor").contains("Amazon EC2")
+        || read("/sys/hypervisor/uuid").starts_with("ec2")
+}
+
 pub fn s3_source(bucket: &str, options: &S3Options) -> Result<StoreSource> {
     let mut builder = AmazonS3Builder::from_env()
         .with_bucket_name(bucket)
@@ -44,6 +62,7 @@ pub fn s3_source(bucket: &str, options: &S3Options) -> Result<StoreSource> {
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     if env("AWS_ACCESS_KEY_ID").is_none() && !options.anonymous {
         let profile = load_profile();
+        let has_keys = profile.access_key_id.is_some() && profile.secret_access_key.is_some();
         if let (Some(key), Some(secret)) = (profile.access_key_id, profile.secret_access_key) {
             builder = builder
                 .with_access_key_id(key)
@@ -58,10 +77,24 @@ pub fn s3_source(bucket: &str, options: &S3Options) -> Result<StoreSource> {
         {
             builder = builder.with_region(region);
         }
-        if env("AWS_EC2_METADATA_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
-            // No instance metadata: point its client at a closed local port so that a
-            // missing credential fails at once instead of waiting on the network.
-            builder = builder.with_metadata_endpoint("http://127.0.0.1:9");
+        let role_from_env = [
+            "AWS_WEB_IDENTITY_TOKEN_FILE",
+            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        ]
+        .iter()
+        .any(|name| env(name).is_some());
+        if !has_keys
+            && !role_from_env
+            && !instance_metadata_allowed(env("AWS_EC2_METADATA_DISABLED"))
+        {
+            return Err(QuiverError::Denied {
+                path: format!("s3://{bucket}"),
+                reason:
+                    "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, \
+                         or AWS_PROFILE, or read a public bucket with --anonymous"
+                        .into(),
+            });
         }
     }
     if let Some(region) = &options.region {
