@@ -3,8 +3,10 @@
 offers, plus request counts and fault injection. Standard library only; loopback only.
 
 - Folders answer an HTML index page: one `<a href="name">` per file and `<a href="name/">`
-  per sub-folder (and a `../` parent link, as nginx writes). A folder without its trailing
-  slash redirects (301) to it.
+  per sub-folder, plus a parent link as servers write it: index_style "nginx" (the default)
+  writes `<a href="../">`, "apache" an absolute `<a href="/parent/">` and sort links
+  (`?C=N;O=D`), "plain" (Python's http.server) none. A folder without its trailing slash
+  redirects (301) to it.
 - Files answer HEAD and GET with Content-Length, a strong ETag (from inode, size and mtime,
   as nginx does), Last-Modified and Accept-Ranges. GET honours one range (`bytes=a-b`,
   `bytes=a-`, `bytes=-n`) with 206 and Content-Range, 416 when unsatisfiable; several ranges
@@ -71,6 +73,7 @@ def etag_matches(header, etag):
 
 
 class Handler(BaseHandler):
+    index_style = "nginx"
     def do_GET(self):
         if not self.handle_control():
             self.serve()
@@ -136,7 +139,13 @@ class Handler(BaseHandler):
     def index_page(self, url_path, folder):
         title = html.escape(url_path)
         lines = [f"<!DOCTYPE html>\n<html><head><title>Index of {title}</title></head><body>",
-                 f"<h1>Index of {title}</h1><hr><pre>", '<a href="../">../</a>']
+                 f"<h1>Index of {title}</h1><hr><pre>"]
+        if self.index_style == "nginx":
+            lines.append('<a href="../">../</a>')
+        elif self.index_style == "apache":
+            parent = url_path.rstrip("/").rsplit("/", 1)[0] + "/"
+            lines += ['<a href="?C=N;O=D">Name</a> <a href="?C=M;O=A">Last modified</a>',
+                      f'<a href="{urllib.parse.quote(parent)}">Parent Directory</a>']
         for name in sorted(os.listdir(folder)):
             if os.path.isdir(os.path.join(folder, name)):
                 name += "/"
@@ -202,8 +211,10 @@ class Handler(BaseHandler):
 class RangeHTTPServer(ServerThread):
     """Serves `root` on 127.0.0.1:`port` (0 picks a free port) in a daemon thread."""
 
-    def __init__(self, root, port=0, delay=0.0, verbose=False):
-        handler = type("RangeHandler", (Handler,), {"verbose": verbose})
+    def __init__(self, root, port=0, delay=0.0, verbose=False, index_style="nginx"):
+        assert index_style in ("nginx", "apache", "plain"), index_style
+        handler = type("RangeHandler", (Handler,),
+                       {"verbose": verbose, "index_style": index_style})
         server = LoopbackServer(port, handler)
         server.root = os.path.realpath(root)
         server.control = Control("GetFile", delay)
@@ -217,9 +228,10 @@ def main():
     parser.add_argument("root")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--index-style", choices=["nginx", "apache", "plain"], default="nginx")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
-    server = RangeHTTPServer(args.root, args.port, args.delay, args.verbose)
+    server = RangeHTTPServer(args.root, args.port, args.delay, args.verbose, args.index_style)
     print(f"range_http: serving {server.root} on {server.url} "
           f"(stats at {server.url}/__quiver__/stats)", flush=True)
     try:

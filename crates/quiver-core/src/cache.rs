@@ -146,6 +146,7 @@ fn walk(
 }
 
 #[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)] // one byte range is what these lookups ask for
 mod tests {
     use super::*;
 
