@@ -274,3 +274,11 @@ def test_profile_reports_requests_and_phases(quiver, data):
 def test_bad_setting_is_a_clear_error(quiver):
     proc = quiver.run("query", "SET quiver.no_such_setting = 1")
     assert proc.returncode != 0 and "no_such_setting" in proc.stderr
+
+
+def test_wildcard_is_never_answered_from_the_listing(quiver, data):
+    # DISTINCT ignores duplicates, but * must still mean every file column
+    assert quiver.csv("SELECT count(*) AS n FROM (SELECT DISTINCT * FROM 'glob/a2.parquet')",
+                      cwd=data) == (["n"], [["2"]])
+    header, rows = quiver.csv("SELECT DISTINCT * FROM 'f.parquet' ORDER BY id", cwd=data)
+    assert header[:2] == ["id", "name"] and len(rows) == 3

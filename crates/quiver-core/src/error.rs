@@ -30,6 +30,9 @@ pub enum QuiverError {
     #[error("{path}: {reason}")]
     Io { path: String, reason: String },
 
+    #[error("{bucket}: no such bucket")]
+    NoSuchBucket { bucket: String },
+
     #[error("{path}: access denied: {reason}")]
     Denied { path: String, reason: String },
 

@@ -25,7 +25,7 @@ use crate::source::ListingOptions;
 use crate::table::{QuiverTable, TableOptions};
 
 use listing_only::answers_from_listing;
-pub use relations::{path_tables, PathTable};
+pub use relations::{path_tables, uses_wildcard, PathTable};
 
 /// Who drives the physical plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -184,7 +184,20 @@ impl QuiverSession {
                 .insert(path_table.key.clone(), Arc::new(table.clone()));
             listed.push(table);
         }
-        if let Ok(plan) = state.statement_to_plan(statement.clone()).await {
+        let wildcard = match statement {
+            Statement::Statement(inner) => uses_wildcard(inner.as_ref()),
+            Statement::Explain(explain) => match explain.statement.as_ref() {
+                Statement::Statement(inner) => uses_wildcard(inner.as_ref()),
+                _ => true,
+            },
+            _ => true,
+        };
+        let planned = if wildcard {
+            None
+        } else {
+            state.statement_to_plan(statement.clone()).await.ok()
+        };
+        if let Some(plan) = planned {
             if state
                 .optimize(&plan)
                 .is_ok_and(|optimized| answers_from_listing(&optimized))

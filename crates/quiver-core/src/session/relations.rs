@@ -14,8 +14,8 @@ use datafusion::logical_expr::planner::{
 };
 use datafusion::logical_expr::LogicalPlanBuilder;
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, Expr as SqlExpr, FunctionArg, FunctionArgExpr, ObjectName, TableFactor, Value,
-    Visit, Visitor,
+    BinaryOperator, Expr as SqlExpr, FunctionArg, FunctionArgExpr, ObjectName, Query, SelectItem,
+    SetExpr, TableFactor, Value, Visit, Visitor,
 };
 
 use crate::table::QuiverTable;
@@ -76,6 +76,42 @@ pub fn path_tables<V: Visit>(statement: &V) -> Result<Vec<PathTable>> {
     let mut finder = Finder(vec![]);
     let _ = statement.visit(&mut finder);
     finder.0.into_iter().collect()
+}
+
+/// Whether a statement selects `*` or `t.*` anywhere: a wildcard over a table made from its
+/// listing alone would expand to the listing columns only, so such statements are never
+/// answered from listings.
+pub fn uses_wildcard<V: Visit>(statement: &V) -> bool {
+    struct Finder(bool);
+    impl Visitor for Finder {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+            self.0 |= set_has_wildcard(&query.body);
+            if self.0 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        }
+    }
+    fn set_has_wildcard(set: &SetExpr) -> bool {
+        match set {
+            SetExpr::Select(select) => select.projection.iter().any(|item| {
+                matches!(
+                    item,
+                    SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
+                )
+            }),
+            SetExpr::SetOperation { left, right, .. } => {
+                set_has_wildcard(left) || set_has_wildcard(right)
+            }
+            SetExpr::Query(query) => set_has_wildcard(&query.body),
+            _ => false,
+        }
+    }
+    let mut finder = Finder(false);
+    let _ = statement.visit(&mut finder);
+    finder.0
 }
 
 fn path_table(factor: &TableFactor) -> Option<Result<PathTable>> {
@@ -282,6 +318,22 @@ mod tests {
         assert_eq!(table_name(&["data/lineitem.parquet".into()]), "lineitem");
         assert_eq!(table_name(&["data/orders/**/*.parquet".into()]), "orders");
         assert_eq!(table_name(&["*.parquet".into()]), "parquet");
+    }
+
+    #[test]
+    fn wildcards_are_seen_in_subqueries_and_unions() {
+        let wildcard = |sql: &str| match &DFParser::parse_sql(sql).unwrap()[0] {
+            datafusion::sql::parser::Statement::Statement(s) => uses_wildcard(s.as_ref()),
+            _ => panic!("not a plain statement"),
+        };
+        assert!(wildcard("SELECT DISTINCT * FROM 'a.parquet'"));
+        assert!(wildcard(
+            "SELECT count(*) FROM (SELECT DISTINCT t.* FROM 'a.parquet' t)"
+        ));
+        assert!(wildcard("SELECT _file FROM 'a' UNION SELECT * FROM 'b'"));
+        assert!(!wildcard(
+            "SELECT DISTINCT _file, count(*) FROM 'data/*.parquet' GROUP BY 1"
+        ));
     }
 
     #[test]

@@ -122,7 +122,7 @@ impl HttpSource {
         } else {
             format!("{folder}{href}")
         };
-        Some(percent_decode(&url))
+        Some(without_dot_segments(&percent_decode(&url)))
     }
 }
 
@@ -164,6 +164,30 @@ impl ObjectSource for HttpSource {
     async fn get_range(&self, object: &ObjectMeta, range: Range<u64>) -> Result<Bytes> {
         self.store.get_range(object, range).await
     }
+}
+
+/// A URL with its `.` and `..` path segments resolved (`/a/b/../c/` is `/a/c/`), so that
+/// an index page's parent link points above its folder and is left out.
+fn without_dot_segments(url: &str) -> String {
+    let Some(origin) = origin_of(url) else {
+        return url.to_string();
+    };
+    let path = &url[origin.len()..];
+    let mut segments: Vec<&str> = vec![];
+    for segment in path.split('/').skip(1) {
+        match segment {
+            "." => {}
+            ".." => {
+                segments.pop();
+            }
+            other => segments.push(other),
+        }
+    }
+    let mut resolved = format!("{origin}/{}", segments.join("/"));
+    if (path.ends_with("/..") || path.ends_with("/.")) && !resolved.ends_with('/') {
+        resolved.push('/');
+    }
+    resolved
 }
 
 /// Every `href="…"` (or `'…'`) value in an HTML page.
@@ -218,5 +242,11 @@ mod tests {
             origin_of("http://127.0.0.1:8000/d/a.parquet"),
             Some("http://127.0.0.1:8000")
         );
+        assert_eq!(without_dot_segments("http://h/a/b/../"), "http://h/a/");
+        assert_eq!(
+            without_dot_segments("http://h/a/b/../b/x.parquet"),
+            "http://h/a/b/x.parquet"
+        );
+        assert_eq!(without_dot_segments("http://h/a/./x"), "http://h/a/x");
     }
 }

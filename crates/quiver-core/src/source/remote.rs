@@ -132,10 +132,25 @@ pub fn store_error(path: &str, error: object_store::Error) -> QuiverError {
             expected: "the listed version".into(),
             found: "a newer version".into(),
         },
-        other => QuiverError::Io {
-            path: path.to_string(),
-            reason: other.to_string(),
-        },
+        other => {
+            // Listing errors arrive as generic ones; S3's error code says what happened.
+            let text = other.to_string();
+            let has = |code: &str| text.contains(code);
+            if has("NoSuchBucket") {
+                let bucket = path.splitn(4, '/').take(3).collect::<Vec<_>>().join("/");
+                QuiverError::NoSuchBucket { bucket }
+            } else if let Some(code) = ["SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "403 Forbidden"]
+                .into_iter()
+                .find(|code| has(code))
+            {
+                QuiverError::Denied {
+                    path: path.to_string(),
+                    reason: format!("the server refused the request ({code}); check the credentials, the region and the bucket policy"),
+                }
+            } else {
+                QuiverError::Io { path: path.to_string(), reason: text }
+            }
+        }
     }
 }
 
