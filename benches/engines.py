@@ -11,10 +11,19 @@ DuckDB, chDB and DataFusion run in one worker process each: a crash or a hang co
 (the worker is killed and restarted), not the harness. A worker warms its engine up once before
 its first timed run, so one-time library start-up (chDB starts an embedded server) is not timed.
 Rows are lists of plain Python cells (dates as ISO strings), compared by tests/tpch/compare.py.
+
+Over S3 (scenario s3): engine.s3_view(name, key, s3, files) makes the same table over an object
+in a bucket (s3 is an S3Endpoint: the server's URL, bucket and credentials), and
+engine.session_runs(setup, sql, count, counter) runs the query `count` times in one session (the
+first run includes opening it and the setup; the later ones only the query), with `counter`
+(an object with reset() and read(), e.g. the counting proxy's) reset before and read after each
+run, so each run's requests are counted by the server's side.
 """
 import datetime
 import multiprocessing
+import os
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from importlib.metadata import version as package_version
@@ -32,6 +41,40 @@ class Result:
     rows: list
     seconds: float
     stats: dict = field(default_factory=dict)  # quiver's --profile lines
+    server: dict = field(default_factory=dict)  # the counter's read() after the run (S3)
+
+
+@dataclass
+class S3Endpoint:
+    """An S3-compatible server (path-style) as the engines reach it: `url` is what they connect
+    to (the counting proxy), `bucket` holds the data."""
+    url: str
+    bucket: str
+    access_key: str
+    secret_key: str
+    region: str = "us-east-1"
+
+    def s3_url(self, key):
+        return f"s3://{self.bucket}/{key}"
+
+    def http_url(self, key):
+        return f"{self.url}/{self.bucket}/{key}"
+
+    @property
+    def host_port(self):
+        return self.url.split("://", 1)[1].rstrip("/")
+
+    def env(self):
+        """AWS_* variables that point a process at this server (and nowhere else)."""
+        return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key,
+                "AWS_REGION": self.region, "AWS_ENDPOINT_URL": self.url,
+                "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+@dataclass
+class RegisterS3:
+    """A setup step (not SQL) for DataFusion: register the endpoint's bucket as s3://bucket."""
+    endpoint: S3Endpoint
 
 
 def sql_string(text):
@@ -56,14 +99,20 @@ def _tail(text, lines=3):
 
 
 class Quiver:
-    """The `quiver` command, one process per run; --profile's lines are kept as stats."""
+    """The `quiver` command, one process per run; --profile's lines are kept as stats.
+
+    `args` are extra command-line flags (e.g. --coalesce-gap 0), `env` extra environment
+    variables (e.g. S3Endpoint.env()); `name` and `label` tell such variants apart."""
 
     name, label = "quiver", "Quiver"
 
-    def __init__(self, binary, timeout, executor="datafusion"):
+    def __init__(self, binary, timeout, executor="datafusion", args=(), env=None, name=None,
+                 label=None):
         self.binary, self.timeout, self.executor = binary, timeout, executor
+        self.args, self.env = list(args), dict(env or {})
         if executor != "datafusion":
             self.name, self.label = f"quiver-{executor}", f"Quiver ({executor})"
+        self.name, self.label = name or self.name, label or self.label
 
     def version(self):
         out = subprocess.run([self.binary, "--version"], capture_output=True, text=True).stdout
@@ -74,15 +123,27 @@ class Quiver:
         options = ", hive_partitioning => true" if hive else ""
         return [f"CREATE VIEW {name} AS SELECT * FROM read_parquet({sql_string(glob)}{options})"]
 
-    def run(self, setup, sql, threads=None):
+    def s3_view(self, name, key, s3, files=False):
+        """`_path` and `_file` are virtual columns; the endpoint comes from self.env."""
+        return self.view(name, s3.s3_url(key))
+
+    def run(self, setup, sql, threads=None, repeat=1):
+        """One process running the setup, then the query `repeat` times; the result and the
+        --profile lines (stats) are the last statement's, seconds the whole process's."""
         args = [self.binary, "query", "--format", "arrow", "--profile", "--executor", self.executor]
+        args += self.args
         if threads:
             args += ["--threads", str(threads)]
-        script = "".join(statement + ";\n" for statement in setup) + sql
+        script = "".join(statement + ";\n" for statement in setup)
+        script += "".join(_statement(sql) + ";\n" for _ in range(repeat - 1)) + sql
+        env = None
+        if self.env:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+            env.update(self.env)
         start = time.perf_counter()
         try:
             proc = subprocess.run(args + ["-"], input=script.encode(), capture_output=True,
-                                  timeout=self.timeout)
+                                  timeout=self.timeout, env=env)
         except subprocess.TimeoutExpired:
             raise EngineError(f"timed out after {self.timeout:.0f} s") from None
         seconds = time.perf_counter() - start
@@ -92,8 +153,50 @@ class Quiver:
         table = pa.ipc.open_file(proc.stdout).read_all()
         return Result(rows_of(table), seconds, _profile(stderr))
 
+    def session_runs(self, setup, sql, count=2, counter=None, threads=None):
+        """[first, later...]: the first run is a fresh process (setup and query, timed whole);
+        run k is a process running the query k times, timed by the last statement's own
+        `time plan` + `time execute` (--profile), so a later run is the same query again in
+        the same process, after its caches filled. Its server counts are that process's minus
+        the (k-1)-run process's: what the last statement alone asked for."""
+        results, previous = [], {}
+        for k in range(1, count + 1):
+            if counter is not None:
+                counter.reset()
+            result = self.run(setup, sql, threads, repeat=k)
+            total = counter.read() if counter is not None else {}
+            result.server = _minus(total, previous)
+            previous = total
+            if k > 1:
+                result.seconds = _statement_seconds(result.stats)
+            results.append(result)
+        return results
+
     def close(self):
         pass
+
+
+def _statement(sql):
+    """A query without its trailing semicolon and comments, to repeat it in a script."""
+    return sql.strip().rstrip(";").strip()
+
+
+def _statement_seconds(stats):
+    """The last statement's time from --profile: `time plan` + `time execute` (ms)."""
+    total = 0.0
+    for phase in ("time plan", "time execute"):
+        value = stats.get(phase, "")
+        if not value.endswith(" ms"):
+            raise EngineError(f"--profile gave no '{phase}' line")
+        total += float(value[:-3])
+    return total / 1e3
+
+
+def _minus(total, previous):
+    """Server counts of one run from two cumulative reads ({"counts": {}, "bytes": {}})."""
+    return {part: {kind: value - previous.get(part, {}).get(kind, 0)
+                   for kind, value in total.get(part, {}).items()}
+            for part in ("counts", "bytes")} if total else {}
 
 
 def _profile(stderr):
@@ -113,14 +216,9 @@ class DuckDBDriver:
         import duckdb
         self.duckdb = duckdb
 
-    def run(self, setup, sql, threads):
+    def open(self, threads):
         con = self.duckdb.connect(config={"threads": threads} if threads else {})
-        try:
-            for statement in setup:
-                con.execute(statement)
-            return con.sql(sql).to_arrow_table()
-        finally:
-            con.close()
+        return _Session(con.execute, lambda sql: con.sql(sql).to_arrow_table(), con.close)
 
 
 class ChDBDriver:
@@ -132,15 +230,16 @@ class ChDBDriver:
         from chdb import session
         self.session = session
 
-    def run(self, setup, sql, threads):
+    def open(self, threads):
         s = self.session.Session()
+        session = _Session(s.query, lambda sql: s.query(sql, "ArrowTable"), s.close)
         try:
-            settings = self.SETTINGS + ([f"SET max_threads = {threads}"] if threads else [])
-            for statement in settings + setup:
+            for statement in self.SETTINGS + ([f"SET max_threads = {threads}"] if threads else []):
                 s.query(statement)
-            return s.query(sql, "ArrowTable")
-        finally:
+        except BaseException:
             s.close()
+            raise
+        return session
 
 
 class DataFusionDriver:
@@ -148,32 +247,75 @@ class DataFusionDriver:
         import datafusion
         self.datafusion = datafusion
 
-    def run(self, setup, sql, threads):
+    def open(self, threads):
         config = self.datafusion.SessionConfig()
         if threads:
             config = config.with_target_partitions(threads)
         ctx = self.datafusion.SessionContext(config)
-        for statement in setup:
-            ctx.sql(statement)  # DDL runs when planned
-        return ctx.sql(sql).to_arrow_table()
+
+        def execute(statement):
+            if isinstance(statement, RegisterS3):
+                from datafusion.object_store import AmazonS3
+                e = statement.endpoint
+                store = AmazonS3(bucket_name=e.bucket, region=e.region,
+                                 access_key_id=e.access_key, secret_access_key=e.secret_key,
+                                 endpoint=e.url, allow_http=e.url.startswith("http://"))
+                ctx.register_object_store("s3://", store, e.bucket)
+            else:
+                ctx.sql(statement)  # DDL runs when planned
+
+        return _Session(execute, lambda sql: ctx.sql(sql).to_arrow_table(), lambda: None)
+
+
+@dataclass
+class _Session:
+    """One engine session: execute(setup statement), arrow(query) -> Arrow table, close()."""
+    execute: object
+    arrow: object
+    close: object
 
 
 DRIVERS = {"duckdb": DuckDBDriver, "chdb": ChDBDriver, "datafusion": DataFusionDriver}
 
 
+def _session_runs(driver, setup, sql, threads, count, counter):
+    """[(rows, seconds, server counts)]: `count` runs of sql in one session. The first run's
+    time includes opening the session and the setup; the counter is reset before and read
+    after each run, outside the timed part."""
+    runs = []
+    if counter is not None:
+        counter.reset()
+    start = time.perf_counter()
+    session = driver.open(threads)
+    try:
+        for statement in setup:
+            session.execute(statement)
+        for i in range(count):
+            if i:
+                if counter is not None:
+                    counter.reset()
+                start = time.perf_counter()
+            table = session.arrow(sql)
+            seconds = time.perf_counter() - start
+            server = counter.read() if counter is not None else {}
+            runs.append((rows_of(table), seconds, server))
+    finally:
+        session.close()
+    return runs
+
+
 def _serve(conn, name):
-    """Worker loop: (setup, sql, threads) in; ("ok", rows, seconds) or ("error", message) out."""
+    """Worker loop: (setup, sql, threads[, count, counter]) in; ("ok", [(rows, seconds,
+    server)], None) or ("error", message, None) out."""
     driver = DRIVERS[name]()
-    driver.run([], "SELECT 1", None)
+    _session_runs(driver, [], "SELECT 1", None, 1, None)
     while True:
         request = conn.recv()
         if request is None:
             return
+        setup, sql, threads, count, counter = (tuple(request) + (1, None))[:5]
         try:
-            start = time.perf_counter()
-            table = driver.run(*request)
-            seconds = time.perf_counter() - start
-            conn.send(("ok", rows_of(table), seconds))
+            conn.send(("ok", _session_runs(driver, setup, sql, threads, count, counter), None))
         except Exception as e:  # the engine's own error: report it, keep serving
             conn.send(("error", _tail(f"{type(e).__name__}: {e}"), None))
 
@@ -191,14 +333,18 @@ class InProcess:
         return f"{self.label} {package_version(self.package)} (Python package {self.package})"
 
     def run(self, setup, sql, threads=None):
+        return self.session_runs(setup, sql, 1, None, threads)[0]
+
+    def session_runs(self, setup, sql, count=2, counter=None, threads=None):
+        """`count` runs of sql in one session (see _session_runs); a Result per run."""
         if self.proc is None:
             self._start()
         try:
-            self.conn.send((setup, sql, threads))
-            if not self.conn.poll(self.timeout):
+            self.conn.send((setup, sql, threads, count, counter))
+            if not self.conn.poll(self.timeout * count):
                 self.close()
-                raise EngineError(f"timed out after {self.timeout:.0f} s")
-            status, payload, seconds = self.conn.recv()
+                raise EngineError(f"timed out after {self.timeout * count:.0f} s")
+            status, payload, _ = self.conn.recv()
         except (EOFError, OSError):
             self.proc.join(5)
             code = self.proc.exitcode
@@ -206,7 +352,7 @@ class InProcess:
             raise EngineError(f"worker process died (exit code {code})") from None
         if status != "ok":
             raise EngineError(payload)
-        return Result(payload, seconds)
+        return [Result(rows, seconds, server=server) for rows, seconds, server in payload]
 
     def _start(self):
         ctx = multiprocessing.get_context("spawn")
@@ -234,6 +380,47 @@ class InProcess:
 class DuckDB(InProcess):
     name, label, package = "duckdb", "DuckDB", "duckdb"
 
+    def s3_view(self, name, key, s3, files=False):
+        """Needs the httpfs extension (see s3_support); the secret makes it path-style."""
+        secret = (f"CREATE OR REPLACE SECRET bench_s3 (TYPE s3, KEY_ID {sql_string(s3.access_key)}, "
+                  f"SECRET {sql_string(s3.secret_key)}, REGION {sql_string(s3.region)}, "
+                  f"ENDPOINT {sql_string(s3.host_port)}, URL_STYLE 'path', "
+                  f"USE_SSL {'true' if s3.url.startswith('https') else 'false'})")
+        return ["LOAD httpfs", secret] + self.view(name, s3.s3_url(key), files=files)
+
+    @staticmethod
+    def s3_support(timeout=20):
+        """None when DuckDB can load httpfs here, else why not. httpfs is an extension that
+        DuckDB downloads on INSTALL; this tries LOAD, then INSTALL once (in a child process,
+        killed after `timeout` s). A failed INSTALL is remembered for a day in
+        data.ROOT/duckdb-httpfs.failed (delete it to try again), so runs do not retry it."""
+        from benches import data  # a data set root, also where the failure is remembered
+
+        marker = os.path.join(data.ROOT, "duckdb-httpfs.failed")
+        code = ("import duckdb, sys\ncon = duckdb.connect()\n"
+                "try:\n    con.execute('LOAD httpfs')\nexcept Exception:\n"
+                "    if sys.argv[1] == 'load': raise\n"
+                "    con.execute('INSTALL httpfs')\n    con.execute('LOAD httpfs')\n")
+        fresh = os.path.exists(marker) and time.time() - os.path.getmtime(marker) < 86400
+        attempt = "load" if fresh else "install"
+        try:
+            proc = subprocess.run([sys.executable, "-c", code, attempt], capture_output=True,
+                                  text=True, timeout=timeout)
+            problem = None if proc.returncode == 0 else _duckdb_error(proc.stderr)
+        except subprocess.TimeoutExpired:
+            problem = f"INSTALL httpfs did not finish in {timeout} s"
+        if problem is None:
+            return None
+        if fresh:
+            with open(marker) as f:
+                return f.read().strip()
+        reason = (f"the httpfs extension is not installed and `INSTALL httpfs` failed "
+                  f"({problem}); DuckDB {package_version('duckdb')} downloads it at run time")
+        os.makedirs(os.path.dirname(marker), exist_ok=True)
+        with open(marker, "w") as f:
+            f.write(reason + "\n")
+        return reason
+
     def view(self, name, glob, hive=(), files=False):
         options = ((", hive_partitioning = true" if hive else "")
                    + (", filename = true" if files else ""))
@@ -243,8 +430,27 @@ class DuckDB(InProcess):
                 f"FROM read_parquet({sql_string(glob)}{options})"]
 
 
+def _duckdb_error(stderr):
+    """The error line of a Python traceback from DuckDB, with the network cause if given."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    error = next((line.split(": ", 1)[1] for line in reversed(lines)
+                  if "Exception: " in line), _tail(stderr, 1))
+    cause = next((line for line in lines if line.startswith("For more info") and "(ERROR" in line),
+                 "")
+    if cause:
+        error += ": " + cause[cause.index("(ERROR") + 7:].rstrip(")")
+    return error[:300]
+
+
 class ChDB(InProcess):
     name, label, package = "chdb", "chDB", "chdb"
+
+    def s3_view(self, name, key, s3, files=False):
+        """The s3() table function (path-style URL, credentials inline); globs in the key."""
+        columns = "*, _path, _file" if files else "*"
+        source = (f"s3({sql_string(s3.http_url(key))}, {sql_string(s3.access_key)}, "
+                  f"{sql_string(s3.secret_key)}, 'Parquet')")
+        return [f"CREATE VIEW {name} AS SELECT {columns} FROM {source}"]
 
     def view(self, name, glob, hive=(), files=False):
         columns = "*, _path, _file" if files else "*"
@@ -255,6 +461,13 @@ class ChDB(InProcess):
 
 class DataFusion(InProcess):
     name, label, package = "datafusion", "DataFusion", "datafusion"
+
+    def s3_view(self, name, key, s3, files=False):
+        """An AmazonS3 object store registered for s3://bucket; a glob becomes the folder above
+        its first wildcard (every object under it: the scenario's keys hold nothing else)."""
+        if any(c in key for c in "*?[{"):
+            key = _folder_of(key) + "/"
+        return [RegisterS3(s3)] + self.view(name, s3.s3_url(key), files=files)
 
     def view(self, name, glob, hive=(), files=False):
         # A partitioned listing table wants its folder (a glob finds no files) and its partition

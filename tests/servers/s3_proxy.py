@@ -10,10 +10,17 @@ Every request is counted by its S3 API, path-style (`/bucket/key`): GetObject (G
 with or without Range), HeadObject, ListObjectsV2 (GET on a bucket with list-type=2),
 PutObject, plus ListObjects, HeadBucket, CreateBucket, DeleteObject, Multipart, Other.
 Faults default to GetObject and answer S3 error XML (503 is SlowDown). `delay` (seconds)
-is added before each forwarded request; benchmarks may add bandwidth limits here later.
-Controls: see common.py (`/__quiver__/stats`, `/reset`, `/fail`, `/config`).
+is added before each forwarded request; `bandwidth` (bytes per second, 0 = no cap) paces each
+answer's body, so each client connection gets at most that (S3 serves one connection at a few
+tens of MB/s). The benchmarks (benches/scenarios/s3.py) set both, so that a request costs about
+what it costs against real S3.
+Controls: see common.py (`/__quiver__/stats`, `/reset`, `/fail`, `/config`);
+`/__quiver__/config?bandwidth=50e6` sets the cap here too.
 
     python3 tests/servers/s3_proxy.py --upstream http://127.0.0.1:9000 [--port N] [--delay S]
+                                      [--bandwidth MB_PER_S]
+
+--port 0 picks a free port; the first line printed names the proxy's URL.
 
 In tests: `proxy = S3Proxy("http://127.0.0.1:9000").start()`, `proxy.url`, `proxy.control`.
 """
@@ -21,14 +28,15 @@ import argparse
 import http.client
 import os
 import sys
+import time
 import urllib.parse
 import uuid
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from common import BaseHandler, Control, LoopbackServer, ServerThread
+    from common import CONTROL_PREFIX, BaseHandler, Control, LoopbackServer, ServerThread
 else:
-    from .common import BaseHandler, Control, LoopbackServer, ServerThread
+    from .common import CONTROL_PREFIX, BaseHandler, Control, LoopbackServer, ServerThread
 
 CHUNK = 1 << 16
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
@@ -63,6 +71,49 @@ def s3_kind(method, path, query):
             return "Other"
     return {"GET": "GetObject", "HEAD": "HeadObject", "PUT": "PutObject",
             "DELETE": "DeleteObject"}.get(method, "Other")
+
+
+class ProxyControl(Control):
+    """Control with a per-connection bandwidth cap (bytes per second; 0 = none)."""
+
+    def __init__(self, default_fail_kind, delay=0.0, bandwidth=0.0):
+        super().__init__(default_fail_kind, delay)
+        self.bandwidth = float(bandwidth)
+
+    def answer(self, handler, path, query):
+        name = path[len(CONTROL_PREFIX):].strip("/")
+        if name != "config":
+            return super().answer(handler, path, query)
+        params = {k: v[-1] for k, v in urllib.parse.parse_qs(query).items()}
+        if "bandwidth" in params:
+            try:
+                value = float(params["bandwidth"])
+            except ValueError as e:
+                return 400, {"error": str(e)}
+            if value < 0:
+                return 400, {"error": "bandwidth must be 0 (no cap) or more bytes per second"}
+            self.bandwidth = value
+        status, body = super().answer(handler, path, query)
+        if status == 200:
+            body["bandwidth"] = self.bandwidth
+        return status, body
+
+
+class Pacer:
+    """Holds a body's writes to `rate` bytes per second (rate 0: no pacing)."""
+
+    def __init__(self, rate):
+        self.rate = rate
+        self.start = time.monotonic()
+        self.sent = 0
+
+    def wrote(self, nbytes):
+        if self.rate <= 0:
+            return
+        self.sent += nbytes
+        ahead = self.start + self.sent / self.rate - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)
 
 
 def error_xml(code, message, resource):
@@ -179,10 +230,11 @@ class Handler(BaseHandler):
             self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         sent = 0
+        pacer = Pacer(getattr(self.control, "bandwidth", 0.0))
         try:
             if not no_body:
-                source = iter([buffered]) if buffered is not None else iter(
-                    lambda: response.read(CHUNK), b"")
+                source = (buffered[i:i + CHUNK] for i in range(0, len(buffered), CHUNK)) \
+                    if buffered is not None else iter(lambda: response.read(CHUNK), b"")
                 for chunk in source:
                     if not chunk:
                         continue
@@ -191,6 +243,7 @@ class Handler(BaseHandler):
                     else:
                         self.wfile.write(chunk)
                     sent += len(chunk)
+                    pacer.wrote(len(chunk))
                 if chunked:
                     self.wfile.write(b"0\r\n\r\n")
         except BaseException:
@@ -207,9 +260,11 @@ class Handler(BaseHandler):
 
 
 class S3Proxy(ServerThread):
-    """Forwards 127.0.0.1:`port` (0 picks a free port) to `upstream` in a daemon thread."""
+    """Forwards 127.0.0.1:`port` (0 picks a free port) to `upstream` in a daemon thread;
+    `delay` seconds before each request, answers paced to `bandwidth` bytes per second per
+    connection (0: no cap)."""
 
-    def __init__(self, upstream, port=0, delay=0.0, verbose=False):
+    def __init__(self, upstream, port=0, delay=0.0, verbose=False, bandwidth=0.0):
         parsed = urllib.parse.urlsplit(upstream)
         if parsed.scheme != "http" or parsed.hostname not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"upstream must be http:// on loopback, not {upstream}")
@@ -217,7 +272,7 @@ class S3Proxy(ServerThread):
         server = LoopbackServer(port, handler)
         server.upstream = upstream
         server.upstream_address = (parsed.hostname, parsed.port or 80)
-        server.control = Control("GetObject", delay)
+        server.control = ProxyControl("GetObject", delay, bandwidth)
         super().__init__(server)
         self.upstream = upstream
         self.control = server.control
@@ -228,9 +283,14 @@ def main():
     parser.add_argument("--upstream", default="http://127.0.0.1:9000")
     parser.add_argument("--port", type=int, default=9100)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each request")
+    parser.add_argument("--bandwidth", type=float, default=0.0, metavar="MB_PER_S",
+                        help="cap each connection's answers at this many MB (10^6 bytes) per "
+                             "second (default 0: no cap)")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
-    proxy = S3Proxy(args.upstream, args.port, args.delay, args.verbose)
+    if args.bandwidth < 0:
+        parser.error("--bandwidth must be 0 (no cap) or more")
+    proxy = S3Proxy(args.upstream, args.port, args.delay, args.verbose, args.bandwidth * 1e6)
     print(f"s3_proxy: {proxy.url} -> {args.upstream} (stats at {proxy.url}/__quiver__/stats)",
           flush=True)
     try:

@@ -24,6 +24,8 @@ const MAX_DEPTH: usize = 8;
 #[derive(Debug)]
 pub struct HttpSource {
     store: StoreSource,
+    /// For index pages, which object_store does not read (its HTTP listing is WebDAV).
+    #[cfg(not(target_arch = "wasm32"))]
     client: reqwest::Client,
     origin: String,
 }
@@ -46,53 +48,53 @@ impl HttpSource {
             )
             .build()
             .map_err(|e| QuiverError::Invalid(format!("{origin}: {e}")))?;
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| QuiverError::Invalid(format!("{origin}: {e}")))?;
-        // Weak etags fail If-Match by definition, so the adapter checks only strong ones.
         Ok(Self {
             store: StoreSource::new(Arc::new(store), format!("{origin}/"), true),
-            client,
+            #[cfg(not(target_arch = "wasm32"))]
+            client: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .build()
+                .map_err(|e| QuiverError::Invalid(format!("{origin}: {e}")))?,
             origin: origin.to_string(),
+        })
+    }
+
+    /// The HTML of one index page.
+    #[cfg(not(target_arch = "wasm32"))]
+    async fn index_page(&self, folder: &str) -> Result<String> {
+        let io = |e: reqwest::Error| QuiverError::Io {
+            path: folder.into(),
+            reason: e.to_string(),
+        };
+        let response = self.client.get(folder).send().await.map_err(io)?;
+        match response.status().as_u16() {
+            200 => response.text().await.map_err(io),
+            404 => Err(QuiverError::NotFound {
+                path: folder.into(),
+            }),
+            401 | 403 => Err(QuiverError::Denied {
+                path: folder.into(),
+                reason: format!("HTTP {}", response.status()),
+            }),
+            _ => Err(QuiverError::Io {
+                path: folder.into(),
+                reason: format!("HTTP {} listing an index page", response.status()),
+            }),
+        }
+    }
+
+    /// In the browser, fetches are not `Send`; globs over HTTP come with the browser build.
+    #[cfg(target_arch = "wasm32")]
+    async fn index_page(&self, folder: &str) -> Result<String> {
+        Err(QuiverError::Unsupported {
+            location: folder.into(),
+            reason: "globs over HTTP are not supported in the browser yet; name the files".into(),
         })
     }
 
     /// The links of one index page: files and sub-folders on this server, below `folder`.
     async fn index(&self, folder: &str) -> Result<(Vec<String>, Vec<String>)> {
-        let response = self
-            .client
-            .get(folder)
-            .send()
-            .await
-            .map_err(|e| QuiverError::Io {
-                path: folder.into(),
-                reason: e.to_string(),
-            })?;
-        match response.status().as_u16() {
-            200 => {}
-            404 => {
-                return Err(QuiverError::NotFound {
-                    path: folder.into(),
-                })
-            }
-            401 | 403 => {
-                return Err(QuiverError::Denied {
-                    path: folder.into(),
-                    reason: format!("HTTP {}", response.status()),
-                })
-            }
-            _ => {
-                return Err(QuiverError::Io {
-                    path: folder.into(),
-                    reason: format!("HTTP {} listing an index page", response.status()),
-                })
-            }
-        }
-        let page = response.text().await.map_err(|e| QuiverError::Io {
-            path: folder.into(),
-            reason: e.to_string(),
-        })?;
+        let page = self.index_page(folder).await?;
         let (mut files, mut folders) = (BTreeSet::new(), BTreeSet::new());
         for href in hrefs(&page) {
             let Some(url) = self.resolve(folder, &href) else {
