@@ -177,7 +177,7 @@ class Quiver:
 
 
 def _statement(sql):
-    """A query without its trailing semicolon and comments, to repeat it in a script."""
+    """A query without its trailing semicolon, to repeat it in a script."""
     return sql.strip().rstrip(";").strip()
 
 
@@ -380,47 +380,6 @@ class InProcess:
 class DuckDB(InProcess):
     name, label, package = "duckdb", "DuckDB", "duckdb"
 
-    def s3_view(self, name, key, s3, files=False):
-        """Needs the httpfs extension (see s3_support); the secret makes it path-style."""
-        secret = (f"CREATE OR REPLACE SECRET bench_s3 (TYPE s3, KEY_ID {sql_string(s3.access_key)}, "
-                  f"SECRET {sql_string(s3.secret_key)}, REGION {sql_string(s3.region)}, "
-                  f"ENDPOINT {sql_string(s3.host_port)}, URL_STYLE 'path', "
-                  f"USE_SSL {'true' if s3.url.startswith('https') else 'false'})")
-        return ["LOAD httpfs", secret] + self.view(name, s3.s3_url(key), files=files)
-
-    @staticmethod
-    def s3_support(timeout=20):
-        """None when DuckDB can load httpfs here, else why not. httpfs is an extension that
-        DuckDB downloads on INSTALL; this tries LOAD, then INSTALL once (in a child process,
-        killed after `timeout` s). A failed INSTALL is remembered for a day in
-        data.ROOT/duckdb-httpfs.failed (delete it to try again), so runs do not retry it."""
-        from benches import data  # a data set root, also where the failure is remembered
-
-        marker = os.path.join(data.ROOT, "duckdb-httpfs.failed")
-        code = ("import duckdb, sys\ncon = duckdb.connect()\n"
-                "try:\n    con.execute('LOAD httpfs')\nexcept Exception:\n"
-                "    if sys.argv[1] == 'load': raise\n"
-                "    con.execute('INSTALL httpfs')\n    con.execute('LOAD httpfs')\n")
-        fresh = os.path.exists(marker) and time.time() - os.path.getmtime(marker) < 86400
-        attempt = "load" if fresh else "install"
-        try:
-            proc = subprocess.run([sys.executable, "-c", code, attempt], capture_output=True,
-                                  text=True, timeout=timeout)
-            problem = None if proc.returncode == 0 else _duckdb_error(proc.stderr)
-        except subprocess.TimeoutExpired:
-            problem = f"INSTALL httpfs did not finish in {timeout} s"
-        if problem is None:
-            return None
-        if fresh:
-            with open(marker) as f:
-                return f.read().strip()
-        reason = (f"the httpfs extension is not installed and `INSTALL httpfs` failed "
-                  f"({problem}); DuckDB {package_version('duckdb')} downloads it at run time")
-        os.makedirs(os.path.dirname(marker), exist_ok=True)
-        with open(marker, "w") as f:
-            f.write(reason + "\n")
-        return reason
-
     def view(self, name, glob, hive=(), files=False):
         options = ((", hive_partitioning = true" if hive else "")
                    + (", filename = true" if files else ""))
@@ -428,6 +387,68 @@ class DuckDB(InProcess):
                    if files else "*")
         return [f"CREATE VIEW {name} AS SELECT {columns} "
                 f"FROM read_parquet({sql_string(glob)}{options})"]
+
+    def s3_view(self, name, key, s3, files=False):
+        """Needs the httpfs extension (see s3_support); the secret makes it path-style."""
+        secret = (f"CREATE OR REPLACE SECRET bench_s3 (TYPE s3, KEY_ID {sql_string(s3.access_key)}, "
+                  f"SECRET {sql_string(s3.secret_key)}, REGION {sql_string(s3.region)}, "
+                  f"ENDPOINT {sql_string(s3.host_port)}, URL_STYLE 'path', "
+                  f"USE_SSL {'true' if s3.url.startswith('https') else 'false'})")
+        return [_httpfs_load(), secret] + self.view(name, s3.s3_url(key), files=files)
+
+    @staticmethod
+    def s3_support(timeout=20):
+        """None when DuckDB can load httpfs here, else why not. httpfs is an extension: DuckDB
+        downloads it on INSTALL, or PyPI's `duckdb-extension-httpfs` of the same version as
+        `duckdb` ships it (used when installed). This tries LOAD, then INSTALL once (in a child
+        process, killed after `timeout` s). A failed INSTALL is remembered for a day in
+        data.ROOT/duckdb-httpfs.failed (delete it to try again), so runs do not retry it."""
+        from benches import data  # a data set root, also where the failure is remembered
+
+        marker = os.path.join(data.ROOT, "duckdb-httpfs.failed")
+        load = _httpfs_load()
+        code = ("import duckdb, sys\ncon = duckdb.connect()\n"
+                "try:\n    con.execute(sys.argv[2])\nexcept Exception:\n"
+                "    if sys.argv[1] == 'load': raise\n"
+                "    con.execute('INSTALL httpfs')\n    con.execute('LOAD httpfs')\n")
+        fresh = os.path.exists(marker) and time.time() - os.path.getmtime(marker) < 86400
+        attempt = "load" if fresh or load != "LOAD httpfs" else "install"
+        try:
+            proc = subprocess.run([sys.executable, "-c", code, attempt, load],
+                                  capture_output=True, text=True, timeout=timeout)
+            problem = None if proc.returncode == 0 else _duckdb_error(proc.stderr)
+        except subprocess.TimeoutExpired:
+            problem = f"INSTALL httpfs did not finish in {timeout} s"
+        if problem is None:
+            return None
+        if attempt == "load" and fresh:
+            with open(marker) as f:
+                return f.read().strip()
+        if attempt == "load":
+            return f"`{load}` failed: {problem}"
+        reason = (f"the httpfs extension is not installed and `INSTALL httpfs` failed "
+                  f"({problem}); DuckDB {package_version('duckdb')} downloads it at run time")
+        os.makedirs(os.path.dirname(marker), exist_ok=True)
+        with open(marker, "w") as f:
+            f.write(reason + "\n")
+        return reason
+
+
+def _httpfs_load():
+    """LOAD for httpfs: from PyPI's duckdb-extension-httpfs when it is installed for this very
+    DuckDB version (no download needed), else plain `LOAD httpfs` (DuckDB's own folder)."""
+    try:
+        version = package_version("duckdb")
+        if package_version("duckdb-extension-httpfs") == version:
+            import duckdb_extension_httpfs
+
+            path = os.path.join(os.path.dirname(duckdb_extension_httpfs.__file__), "extensions",
+                                f"v{version}", "httpfs.duckdb_extension")
+            if os.path.exists(path):
+                return f"LOAD {sql_string(path)}"
+    except Exception:  # not installed, or laid out otherwise: DuckDB's own way
+        pass
+    return "LOAD httpfs"
 
 
 def _duckdb_error(stderr):

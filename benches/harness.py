@@ -2,6 +2,7 @@
 """Quiver against DuckDB, chDB and DataFusion on the same Parquet files (run it via benches/run).
 
 usage: benches/run [--quick | --full] [--scenario NAME ...] [--engines a,b,...] [--reps N]
+                   [--s3-latency MS] [--s3-bandwidth MB_PER_S] [--minio-port PORT]
 
 Runs the scenarios (benches/scenarios/), writes benches/results/<scenario>.md and .png and
 results/summary.md, and prints the summary. A default or full run of every scenario with a
@@ -49,8 +50,9 @@ MODES = {
 class Bench:
     """What a scenario gets: the mode, the engines, and compare() to run one query on all."""
 
-    def __init__(self, mode, engine_list, cache, results):
+    def __init__(self, mode, engine_list, cache, results, options=None):
         self.mode, self.engines, self.cache, self.results = mode, engine_list, cache, results
+        self.options = options  # the command line (scenario s3 reads its --s3-* flags)
         self.base = next((e for e in engine_list if e.name == "quiver"), engine_list[0])
         self.peers = [e for e in engine_list if e is not self.base]
 
@@ -101,7 +103,8 @@ def parse_args(argv):
     names = [s.NAME for s in SCENARIOS]
     parser = argparse.ArgumentParser(
         prog="benches/run", description="Quiver against DuckDB, chDB and DataFusion.",
-        epilog="scenarios: " + ", ".join(names) + "; pending: " + ", ".join(PENDING))
+        epilog="scenarios: " + ", ".join(names)
+        + (f"; pending: {', '.join(PENDING)}" if PENDING else ""))
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true",
                       help="TPC-H SF 0.1, 500 small files, 1 hot run (a few minutes)")
@@ -113,9 +116,20 @@ def parse_args(argv):
                              f"(DuckDB always runs: it is the reference)")
     parser.add_argument("--reps", type=int, help="hot runs per query (the best counts)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per run (default 900)")
+    s3 = parser.add_argument_group("scenario s3 (the proxy in front of MinIO)")
+    s3.add_argument("--s3-latency", type=float, default=20, metavar="MS",
+                    help="ms added before each request (default 20)")
+    s3.add_argument("--s3-bandwidth", type=float, default=50, metavar="MB_PER_S",
+                    help="cap per connection in MB/s, 0 for none (default 50)")
+    s3.add_argument("--minio-port", type=int,
+                    default=int(os.environ.get("QUIVER_BENCH_MINIO_PORT", "9300")),
+                    help="MinIO's port, started if not running and stopped after (default "
+                         "$QUIVER_BENCH_MINIO_PORT or 9300; console on the next port)")
     args = parser.parse_args(argv)
     if args.reps is not None and args.reps < 1:
         parser.error("--reps must be at least 1")
+    if args.s3_latency < 0 or args.s3_bandwidth < 0:
+        parser.error("--s3-latency and --s3-bandwidth must be 0 or more")
     unknown = set(args.engines.split(",")) - set(engines.NAMES)
     if unknown:
         parser.error(f"unknown engines: {', '.join(sorted(unknown))}")
@@ -159,7 +173,7 @@ def main(argv):
               + f"- {report.load()}\n")
     print(header, flush=True)
 
-    bench = Bench(mode, engine_list, cache, RESULTS)
+    bench = Bench(mode, engine_list, cache, RESULTS, args)
     sections, started = [], time.time()
     try:
         for scenario in selected:
@@ -173,8 +187,9 @@ def main(argv):
 
     lines = [f"### {s.title} ([details](results/{s.name}.md))\n\n"
              + "".join(f"- {line}\n" for line in s.summary) for s in sections]
-    summary = (header + "\n" + "\n".join(lines)
-               + "\nPending: " + "; ".join(PENDING.values()) + ".\n")
+    summary = header + "\n" + "\n".join(lines)
+    if PENDING:
+        summary += "\nPending: " + "; ".join(PENDING.values()) + ".\n"
     with open(os.path.join(RESULTS, "summary.md"), "w") as f:
         f.write("# Benchmark summary\n\n" + summary.replace("(results/", "("))
     print("\n" + summary + f"\nbench: done in {time.time() - started:.0f} s; results in {RESULTS}")

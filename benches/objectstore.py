@@ -68,6 +68,11 @@ class MinIO:
             raise ServerError(f"scripts/minio.sh {' '.join(args)} took over {timeout} s") from None
 
     def start(self):
+        """Installs MinIO if missing (go install, about 8 minutes), then starts it."""
+        install = self._script("install", timeout=1800)
+        if install.returncode != 0:
+            raise ServerError(f"MinIO is missing and could not be installed (scripts/minio.sh "
+                              f"install): {(install.stderr + install.stdout).strip()[-500:]}")
         start = self._script("start", self.port)
         if start.returncode != 0:
             raise ServerError(f"MinIO did not start (scripts/minio.sh start {self.port}): "
@@ -147,20 +152,24 @@ def upload(client, bucket, files):
 class Proxy:
     """tests/servers/s3_proxy.py in a child process, in front of `upstream`."""
 
-    def __init__(self, upstream, latency, bandwidth):
-        self.upstream, self.latency, self.bandwidth = upstream, latency, bandwidth
+    def __init__(self, upstream, latency, bandwidth, log):
+        self.upstream, self.latency, self.bandwidth, self.log = upstream, latency, bandwidth, log
         self.proc = None
         self.url = None
 
     def start(self):
+        """Starts it; its standard error (tracebacks of dropped connections) goes to `log`."""
         args = [sys.executable, PROXY_SCRIPT, "--upstream", self.upstream, "--port", "0",
                 "--delay", str(self.latency), "--bandwidth", str(self.bandwidth / 1e6)]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+        os.makedirs(os.path.dirname(self.log), exist_ok=True)
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
         line = self.proc.stdout.readline()
         if not line.startswith("s3_proxy: http://"):
             self.stop()
-            raise ServerError(f"the S3 proxy did not start: {line.strip()}")
+            with open(self.log) as f:
+                raise ServerError(f"the S3 proxy did not start: {line.strip()} "
+                                  f"{f.read().strip()[-300:]}")
         self.url = line.split()[1]
         return self
 
