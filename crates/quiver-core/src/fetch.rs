@@ -5,8 +5,10 @@
 use std::ops::Range;
 
 use bytes::Bytes;
+use datafusion::arrow::datatypes::Schema;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use parquet::file::metadata::ParquetMetaData;
+use parquet::schema::types::SchemaDescriptor;
 
 use crate::cache::{BlockCache, Lookup, BLOCK_CACHE_BYTES};
 use crate::error::Result;
@@ -42,6 +44,22 @@ impl Default for FetchOptions {
             block_cache_bytes: BLOCK_CACHE_BYTES,
         }
     }
+}
+
+/// Leaf column indexes (in the Parquet schema) of the named top-level columns; `stored` is
+/// the file's Arrow schema, whose top-level fields are the Parquet schema's roots.
+pub fn leaf_columns(
+    descriptor: &SchemaDescriptor,
+    stored: &Schema,
+    names: &[String],
+) -> Vec<usize> {
+    let roots: Vec<usize> = names
+        .iter()
+        .filter_map(|name| stored.index_of(name).ok())
+        .collect();
+    (0..descriptor.num_columns())
+        .filter(|&leaf| roots.contains(&descriptor.get_column_root_idx(leaf)))
+        .collect()
 }
 
 /// The byte ranges of the column chunks `leaf_columns` of `row_groups`, sorted.

@@ -38,7 +38,7 @@ use parquet::file::metadata::ParquetMetaData;
 use serde::{Deserialize, Serialize};
 
 use crate::bucket::Bucket;
-use crate::fetch::{column_chunk_ranges, fetch_ranges, FetchedBytes};
+use crate::fetch::{column_chunk_ranges, fetch_ranges, leaf_columns, FetchedBytes};
 use crate::metrics::QueryMetrics;
 use crate::options::QuiverOptions;
 use crate::runtime::QuiverRuntime;
@@ -373,7 +373,10 @@ impl BucketScanExec {
         let metadata = runtime
             .footer(source.as_ref(), meta, metrics, options.block_cache_bytes)
             .await?;
-        let leaves = leaf_columns(&metadata, &self.projected_file_columns())?;
+        let descriptor = metadata.file_metadata().schema_descr();
+        let stored =
+            parquet_to_arrow_schema(descriptor, metadata.file_metadata().key_value_metadata())?;
+        let leaves = leaf_columns(descriptor, &stored, &self.projected_file_columns());
         let ranges = column_chunk_ranges(&metadata, &bucket.row_groups, &leaves);
         let fetched = fetch_ranges(
             source.as_ref(),
@@ -440,19 +443,6 @@ impl BucketScanExec {
                 .build();
         Ok(DataSourceExec::from_data_source(config))
     }
-}
-
-/// Leaf column indexes (in the Parquet schema) of the named top-level columns.
-fn leaf_columns(metadata: &ParquetMetaData, names: &[String]) -> Result<Vec<usize>> {
-    let descriptor = metadata.file_metadata().schema_descr();
-    let arrow = parquet_to_arrow_schema(descriptor, metadata.file_metadata().key_value_metadata())?;
-    let roots: Vec<usize> = names
-        .iter()
-        .filter_map(|name| arrow.index_of(name).ok())
-        .collect();
-    Ok((0..descriptor.num_columns())
-        .filter(|&leaf| roots.contains(&descriptor.get_column_root_idx(leaf)))
-        .collect())
 }
 
 #[derive(Debug)]

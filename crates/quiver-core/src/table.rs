@@ -26,7 +26,7 @@ use parquet::arrow::parquet_to_arrow_schema;
 
 use crate::bucket::{group_buckets, plan_buckets, FileWork};
 use crate::error::QuiverError;
-use crate::fetch::column_chunk_ranges;
+use crate::fetch::{column_chunk_ranges, leaf_columns};
 use crate::metrics::QueryMetrics;
 use crate::options::QuiverOptions;
 use crate::prune::{files_to_read, row_groups_to_read};
@@ -398,14 +398,8 @@ impl TableProvider for QuiverTable {
                     )?;
                     let keep =
                         row_groups_to_read(predicate.as_ref(), &metadata, &stored, file_schema);
-                    let roots: Vec<usize> = projected
-                        .iter()
-                        .filter_map(|n| stored.index_of(n).ok())
-                        .collect();
                     let descriptor = metadata.file_metadata().schema_descr();
-                    let leaves: Vec<usize> = (0..descriptor.num_columns())
-                        .filter(|&l| roots.contains(&descriptor.get_column_root_idx(l)))
-                        .collect();
+                    let leaves = leaf_columns(descriptor, &stored, projected);
                     let row_groups = (0..metadata.num_row_groups())
                         .filter(|&rg| keep[rg])
                         .map(|rg| {
