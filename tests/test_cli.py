@@ -282,3 +282,10 @@ def test_wildcard_is_never_answered_from_the_listing(quiver, data):
                       cwd=data) == (["n"], [["2"]])
     header, rows = quiver.csv("SELECT DISTINCT * FROM 'f.parquet' ORDER BY id", cwd=data)
     assert header[:2] == ["id", "name"] and len(rows) == 3
+
+
+def test_explain_analyze_reports_the_scan_reads(quiver, data):
+    out = quiver.ok("query", "--format", "csv",
+                    "EXPLAIN ANALYZE SELECT sum(id) FROM 'glob/f4.parquet'", cwd=data)
+    scan = next(line for line in out.splitlines() if "BucketScanExec" in line)
+    assert "requests=" in scan and "bytes_read=" in scan and "cache_hit_bytes=" in scan, scan
