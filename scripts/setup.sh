@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the build and the tests need; safe to run again (skips what is there).
-#   Python: duckdb, pyarrow, tpchgen-cli, pytest, boto3
+#   Python: duckdb, pyarrow, tpchgen-cli, pytest, boto3, cargo-lambda (its wheel holds the
+#           binary: `cargo lambda watch` runs the Lambda functions in the tests)
 #   MinIO:  the S3 server of the remote-read tests (scripts/minio.sh install: go install, ~8 min)
 #   Rust:   stable clippy/rustfmt and the wasm32 target; the pinned nightly with rust-src
 #   C:      clang (zstd-sys needs it for wasm32)
@@ -10,11 +11,11 @@ source scripts/env.sh
 
 say() { echo "setup: $*"; }
 
-if python3 -c 'import duckdb, pyarrow, pytest, boto3' 2>/dev/null && python3 -m pip show -q tpchgen-cli >/dev/null 2>&1; then
+if python3 -c 'import duckdb, pyarrow, pytest, boto3' 2>/dev/null && python3 -m pip show -q tpchgen-cli >/dev/null 2>&1 && command -v cargo-lambda >/dev/null; then
   say "python packages present"
 else
-  say "installing python packages (duckdb pyarrow tpchgen-cli pytest boto3)"
-  python3 -m pip install -q duckdb pyarrow tpchgen-cli pytest boto3
+  say "installing python packages (duckdb pyarrow tpchgen-cli pytest boto3 cargo-lambda)"
+  python3 -m pip install -q duckdb pyarrow tpchgen-cli pytest boto3 cargo-lambda
 fi
 
 # MinIO for the S3 tests (the pytest fixtures start and stop it); needs Go 1.24+.

@@ -23,11 +23,13 @@ phase setup      scripts/setup.sh
 phase fmt        cargo fmt --all -- --check
 phase clippy     cargo clippy --workspace --all-targets -- -D warnings
 phase cargo-test cargo test --workspace
-phase build-cli  cargo build -p quiver-cli
+phase build-cli  cargo build -p quiver-cli -p quiver-lambda
 export QUIVER_BIN="$CARGO_TARGET_DIR/debug/quiver"
-# pytest's fixtures start MinIO (scripts/minio.sh, installed by setup), the S3 proxy and the
-# HTTP server on loopback, and stop them at the end; AWS_* settings of this shell are not used.
+# pytest's fixtures start MinIO (scripts/minio.sh, installed by setup), the S3 proxy, the
+# HTTP server and cargo-lambda's emulator (over the functions just built) on loopback, and
+# stop them at the end; AWS_* settings of this shell are not used.
 phase pytest     env PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider tests/
 phase wasm       scripts/check-wasm.sh
+phase infra      scripts/check-infra.sh
 
 echo "==> all checks passed ($((SECONDS - START)) s)"

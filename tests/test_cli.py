@@ -289,3 +289,77 @@ def test_explain_analyze_reports_the_scan_reads(quiver, data):
                     "EXPLAIN ANALYZE SELECT sum(id) FROM 'glob/f4.parquet'", cwd=data)
     scan = next(line for line in out.splitlines() if "BucketScanExec" in line)
     assert "requests=" in scan and "bytes_read=" in scan and "cache_hit_bytes=" in scan, scan
+
+
+# COPY ... TO
+
+
+def copy_source(tmp_path):
+    """200 rows over 3 regions and 4 days, some region names needing escapes."""
+    regions = ["north", "south/east", None]
+    table = pa.table({
+        "id": pa.array(range(200), pa.int64()),
+        "region": pa.array([regions[i % 3] for i in range(200)]),
+        "day": pa.array([f"2024-01-0{1 + i % 4}" for i in range(200)]),
+        "amount": pa.array([i * 1.5 for i in range(200)]),
+    })
+    path = tmp_path / "events.parquet"
+    pq.write_table(table, path, row_group_size=50)
+    return path, table
+
+
+def test_copy_partitioned_writes_hive_folders_and_a_manifest(quiver, tmp_path):
+    source, table = copy_source(tmp_path)
+    out = tmp_path / "out"
+    header, rows = quiver.csv(
+        f"COPY (SELECT id, region, day, amount FROM '{source}' WHERE id >= 20) "
+        f"TO '{out}/' (FORMAT parquet, PARTITION_BY (region, day))")
+    assert header == ["rows", "files"] and rows == [["180", "12"]]
+    manifest = json.loads((out / "_quiver_manifest.json").read_text())
+    assert manifest["partition_by"] == ["region", "day"] and manifest["rows"] == 180
+    folders = sorted(os.path.relpath(os.path.dirname(f["path"]), out) for f in manifest["files"])
+    assert "region=south%2Feast/day=2024-01-02" in folders
+    assert "region=__HIVE_DEFAULT_PARTITION__/day=2024-01-01" in folders
+    listed = sorted(os.path.join(d, f) for d, _, fs in os.walk(out) for f in fs
+                    if f.endswith(".parquet"))
+    assert listed == sorted(f["path"] for f in manifest["files"])
+    # Read back: the files hold the other columns, the folders the partition values.
+    back = pa.concat_tables(pq.read_table(f["path"]).append_column(
+        "region", pa.array([f["partition"]["region"]] * f["rows"], pa.string())).append_column(
+        "day", pa.array([f["partition"]["day"]] * f["rows"], pa.string()))
+        for f in manifest["files"])
+    expected = table.filter(pa.compute.greater_equal(table["id"], 20))
+    assert sorted(back.select(["id", "region", "day", "amount"]).to_pylist(),
+                  key=lambda r: r["id"]) == expected.to_pylist()
+
+
+def test_copy_to_a_file_and_datafusion_syntax(quiver, tmp_path):
+    source, table = copy_source(tmp_path)
+    quiver.ok("query", f"COPY (SELECT id, amount FROM '{source}' ORDER BY id) "
+                       f"TO '{tmp_path / 'one.parquet'}' (FORMAT parquet)")
+    assert pq.read_table(tmp_path / "one.parquet").to_pylist() == \
+        table.select(["id", "amount"]).to_pylist()
+    quiver.ok("query", f"COPY (SELECT id, day FROM '{source}') TO '{tmp_path / 'df'}/' "
+                       "STORED AS PARQUET PARTITIONED BY (day)")
+    assert sorted(os.listdir(tmp_path / "df")) == [
+        "_quiver_manifest.json", "day=2024-01-01", "day=2024-01-02", "day=2024-01-03",
+        "day=2024-01-04"]
+
+
+def test_a_failed_copy_leaves_no_manifest(quiver, tmp_path):
+    source, _ = copy_source(tmp_path)
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    # A file where the second partition's folder must go: that write fails midway.
+    (blocked / "day=2024-01-02").write_text("in the way")
+    proc = quiver.run("query", f"COPY (SELECT id, day FROM '{source}') TO '{blocked}/' "
+                               "(FORMAT parquet, PARTITION_BY (day))")
+    assert proc.returncode != 0 and "day=2024-01-02" in proc.stderr, proc.stderr
+    assert sorted(os.listdir(blocked)) == ["day=2024-01-01", "day=2024-01-02"]
+    assert os.listdir(blocked / "day=2024-01-01") == [], "the written file was not removed"
+    bad = quiver.run("query", f"COPY (SELECT id FROM '{source}') TO '{tmp_path / 'x'}/' "
+                              "(FORMAT parquet, PARTITION_BY (nope))")
+    assert bad.returncode != 0 and "nope" in bad.stderr and "not in the query" in bad.stderr
+    csv = quiver.run("query", f"COPY (SELECT id FROM '{source}') TO '{tmp_path / 'y'}/' "
+                              "(FORMAT csv)")
+    assert csv.returncode != 0 and "Parquet" in csv.stderr

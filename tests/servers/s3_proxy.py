@@ -57,6 +57,8 @@ def s3_kind(method, path, query):
     if "uploads" in params or "uploadId" in params:
         return "Multipart"
     if not key:
+        if method == "POST" and "delete" in params:
+            return "DeleteObjects"
         if method == "GET":
             if params.get("list-type") == ["2"]:
                 return "ListObjectsV2"

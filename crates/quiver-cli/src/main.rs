@@ -22,7 +22,9 @@ Examples:
   quiver query \"SELECT * FROM read_parquet('logs/', hive_partitioning => true) WHERE date = '2024-01-01'\"
   quiver query \"SELECT * FROM read_parquet('f.parquet', schema => 'id BIGINT')\"
   echo \"CREATE VIEW t AS SELECT * FROM 'data/*.parquet'; SELECT count(*) FROM t\" | quiver query -
-  quiver explain \"SELECT sum(x) FROM 'data/*.parquet' WHERE y > 10\"";
+  quiver explain \"SELECT sum(x) FROM 'data/*.parquet' WHERE y > 10\"
+  quiver query --executor lambda --function quiver-worker --workers 8 \\
+      \"SELECT count(*) FROM 's3://bucket/logs/*.parquet'\"";
 
 #[derive(Parser)]
 #[command(name = "quiver", version, about = "SQL over Parquet files", after_help = EXAMPLES)]
@@ -54,10 +56,22 @@ struct QueryArgs {
     /// Threads to use (default: all).
     #[arg(long)]
     threads: Option<usize>,
-    /// Who drives the plan: `datafusion` (native default) or `fragments` (bucket by bucket
-    /// on rayon, as the browser and Lambda workers do).
+    /// Who drives the plan: `datafusion` (native default), `fragments` (bucket by bucket
+    /// on rayon, as the browser does) or `lambda` (fragments fanned out to the deployed
+    /// worker function named by --function).
     #[arg(long, default_value = "datafusion", value_parser = parse_executor)]
     executor: ExecutorKind,
+    /// With `--executor lambda`: the worker function's name or ARN (default:
+    /// QUIVER_WORKER_FUNCTION).
+    #[arg(long, value_name = "NAME")]
+    function: Option<String>,
+    /// With `--executor lambda`: workers per scan (default: one per 256 MiB read).
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
+    /// With `--executor lambda`: the Lambda API endpoint, e.g. a local emulator
+    /// (default: QUIVER_LAMBDA_ENDPOINT, else AWS).
+    #[arg(long, value_name = "URL")]
+    lambda_endpoint: Option<String>,
     /// Print rows, requests, bytes read and time per phase to standard error.
     #[arg(long)]
     profile: bool,
@@ -105,6 +119,7 @@ impl QueryArgs {
             "quiver.max_concurrent_requests",
             self.max_concurrent_requests.map(|v| v.to_string()),
         );
+        add("lambda.workers", self.workers.map(|v| v.to_string()));
         add("quiver.s3_endpoint", self.s3_endpoint.clone());
         add("quiver.s3_region", self.region.clone());
         add(
@@ -125,8 +140,9 @@ fn parse_executor(text: &str) -> Result<ExecutorKind, String> {
     match text {
         "datafusion" | "local" => Ok(ExecutorKind::DataFusion),
         "fragments" => Ok(ExecutorKind::Fragments),
+        "lambda" => Ok(ExecutorKind::Remote),
         other => Err(format!(
-            "unknown executor '{other}' (datafusion, fragments)"
+            "unknown executor '{other}' (datafusion, fragments, lambda)"
         )),
     }
 }
@@ -169,11 +185,25 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
     } else {
         args.sql.clone()
     };
-    let session = QuiverSession::new(SessionOptions {
+    let mut session = QuiverSession::new(SessionOptions {
         threads,
         executor: args.executor,
     })
     .map_err(|e| describe(&e))?;
+    quiver_lambda::register_options(&session);
+    let lambda = if args.executor == ExecutorKind::Remote {
+        let function = args
+            .function
+            .clone()
+            .or_else(|| quiver_lambda::env("QUIVER_WORKER_FUNCTION"))
+            .ok_or("--executor lambda needs --function NAME (the deployed worker function)")?;
+        let runner =
+            quiver_lambda::runner_from_env(function, None, args.lambda_endpoint.clone()).await;
+        session = session.with_fragment_runner(Arc::clone(&runner) as _);
+        Some(runner)
+    } else {
+        None
+    };
     for (key, value) in args.settings()? {
         session
             .set(&key, &value)
@@ -195,6 +225,12 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
     let output = result.map_err(|e| describe(&e))?;
     if args.profile {
         eprint!("{}", output.metrics.report());
+        if let Some(workers) = lambda.map(|runner| runner.take_metrics()) {
+            eprintln!(
+                "lambda workers: {} buckets, {} rows out, {} requests, {} bytes read",
+                workers.buckets, workers.rows, workers.requests, workers.bytes_read
+            );
+        }
     }
     match &args.output {
         Some(path) => {

@@ -115,6 +115,32 @@ pub fn group_buckets(buckets: Vec<Bucket>, options: &BucketOptions) -> Vec<Vec<B
     groups
 }
 
+/// Deals buckets to `workers` workers balanced by bytes: the biggest first, each to the
+/// least loaded worker (within 4/3 of the best split). No worker is left without work
+/// while another holds two buckets; a worker's buckets keep their plan order.
+pub fn assign_to_workers(buckets: &[Bucket], workers: usize) -> Vec<Vec<Bucket>> {
+    let workers = workers.clamp(1, buckets.len().max(1));
+    let mut order: Vec<usize> = (0..buckets.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(buckets[i].bytes));
+    let mut loads = vec![(0u64, Vec::new()); workers];
+    for i in order {
+        let (bytes, share) = loads
+            .iter_mut()
+            .min_by_key(|(bytes, share)| (*bytes, share.len()))
+            .expect("at least one worker");
+        *bytes += buckets[i].bytes;
+        share.push(i);
+    }
+    loads
+        .into_iter()
+        .map(|(_, mut share)| {
+            share.sort_unstable();
+            share.into_iter().map(|i| buckets[i].clone()).collect()
+        })
+        .filter(|share: &Vec<Bucket>| !share.is_empty())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,5 +208,35 @@ mod tests {
         assert_eq!(buckets[1].file, 1);
         let groups = group_buckets(buckets, &BucketOptions::for_threads(2));
         assert_eq!(groups.len(), 1, "small buckets share a partition");
+    }
+
+    #[test]
+    fn workers_get_balanced_shares() {
+        let buckets: Vec<Bucket> = [90, 10, 40, 40, 30, 30, 20]
+            .iter()
+            .enumerate()
+            .map(|(i, &mb)| Bucket {
+                file: i,
+                row_groups: vec![0],
+                bytes: mb * MIB,
+            })
+            .collect();
+        let shares = assign_to_workers(&buckets, 3);
+        let loads: Vec<u64> = shares
+            .iter()
+            .map(|s| s.iter().map(|b| b.bytes).sum::<u64>() / MIB)
+            .collect();
+        assert_eq!(loads.iter().sum::<u64>(), 260);
+        assert!(loads.iter().all(|&l| l <= 100), "{loads:?}");
+        // Every bucket exactly once, each share in plan order.
+        let mut files: Vec<usize> = shares.iter().flatten().map(|b| b.file).collect();
+        assert!(shares
+            .iter()
+            .all(|s| s.windows(2).all(|w| w[0].file < w[1].file)));
+        files.sort();
+        assert_eq!(files, (0..7).collect::<Vec<_>>());
+        // More workers than buckets: one bucket each, nobody idle with a share.
+        assert_eq!(assign_to_workers(&buckets[..2], 8).len(), 2);
+        assert!(assign_to_workers(&[], 4).is_empty());
     }
 }

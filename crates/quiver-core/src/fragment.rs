@@ -18,15 +18,21 @@ use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
-use datafusion::physical_plan::{collect, replace_children_if_necessary, ExecutionPlan};
+use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
+use datafusion::physical_plan::{
+    collect, replace_children_if_necessary, ExecutionPlan, ExecutionPlanProperties,
+};
 use datafusion_proto::bytes::{
     physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
 };
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
+use futures::future::try_join_all;
 use futures::TryStreamExt;
 
 use crate::bucket::Bucket;
+use crate::copy::{CopyTarget, WrittenFile};
 use crate::options::QuiverOptions;
 use crate::runtime::QuiverRuntime;
 use crate::scan::{BucketScanExec, ScanFile, ScanSummary};
@@ -36,6 +42,7 @@ use crate::scan::{BucketScanExec, ScanFile, ScanSummary};
 fn is_per_partition(plan: &Arc<dyn ExecutionPlan>) -> bool {
     match plan.name() {
         "BucketScanExec"
+        | "CooperativeExec"
         | "FilterExec"
         | "ProjectionExec"
         | "CoalesceBatchesExec"
@@ -113,44 +120,184 @@ pub fn decode(bytes: &[u8], context: &TaskContext) -> Result<Arc<dyn ExecutionPl
     physical_plan_from_bytes_with_extension_codec(bytes, context, &QuiverCodec)
 }
 
-/// Runs `plan` the way the browser and Lambda do: every fragment travels as bytes, its
-/// partitions are fetched on this thread and computed on `pool`'s threads with a plain
-/// `block_on` (no tokio), and the rest of the plan merges their outputs here.
+/// A fragment ready to travel: its plan and the plan's bytes (which decode again).
+#[derive(Debug, Clone)]
+pub struct Fragment {
+    pub plan: Arc<dyn ExecutionPlan>,
+    pub bytes: Vec<u8>,
+}
+
+impl Fragment {
+    /// The scan at the bottom of the fragment.
+    pub fn scan(&self) -> &BucketScanExec {
+        scan_of(&self.plan).expect("a fragment ends in a scan")
+    }
+
+    /// Every bucket of the scan, with the file each one reads.
+    pub fn buckets(&self) -> Vec<Bucket> {
+        self.scan().partitions().iter().flatten().cloned().collect()
+    }
+
+    /// The files and buckets one worker receives (see `work_for`).
+    pub fn work_for(&self, buckets: &[Bucket]) -> (Vec<ScanFile>, Vec<Bucket>) {
+        work_for(self.scan().files(), buckets)
+    }
+
+    /// The fragment's bytes with an empty scan: the same for every worker, which adds
+    /// its own files and buckets (`over_buckets`).
+    pub fn template(&self) -> Result<Vec<u8>> {
+        let empty = self.scan().with_work(Arc::new(vec![]), vec![])?;
+        encode(&with_scan(&self.plan, Arc::new(empty))?)
+    }
+}
+
+/// The files `buckets` read, and the buckets renumbered to index them: what one worker
+/// receives.
+pub fn work_for(all: &[ScanFile], buckets: &[Bucket]) -> (Vec<ScanFile>, Vec<Bucket>) {
+    let mut files = Vec::new();
+    let mut index_of = std::collections::HashMap::new();
+    let buckets = buckets
+        .iter()
+        .map(|bucket| {
+            let file = *index_of.entry(bucket.file).or_insert_with(|| {
+                files.push(all[bucket.file].clone());
+                files.len() - 1
+            });
+            Bucket {
+                file,
+                ..bucket.clone()
+            }
+        })
+        .collect();
+    (files, buckets)
+}
+
+/// A decoded fragment template made to read `buckets` of `files`, one partition per
+/// bucket: what a worker runs.
+pub fn over_buckets(
+    template: &Arc<dyn ExecutionPlan>,
+    files: Vec<ScanFile>,
+    buckets: Vec<Bucket>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let scan = scan_of(template)
+        .ok_or_else(|| DataFusionError::Internal("fragment without a scan".into()))?;
+    let partitions = buckets.into_iter().map(|b| vec![b]).collect();
+    with_scan(
+        template,
+        Arc::new(scan.with_work(Arc::new(files), partitions)?),
+    )
+}
+
+/// Who runs fragments: rayon threads here, or Lambda workers.
+#[async_trait::async_trait]
+pub trait FragmentRunner: Send + Sync {
+    /// All partitions of `fragment`'s output; the coordinator merges them.
+    async fn run(
+        &self,
+        fragment: &Fragment,
+        context: &Arc<TaskContext>,
+    ) -> Result<Vec<Vec<RecordBatch>>>;
+
+    /// Runs `fragment` and writes its output where it runs, under `target` (each worker
+    /// its own files, no manifest); `None` when this runner only returns outputs.
+    async fn write(
+        &self,
+        _fragment: &Fragment,
+        _target: &CopyTarget,
+        _context: &Arc<TaskContext>,
+    ) -> Option<Result<Vec<WrittenFile>>> {
+        None
+    }
+}
+
+/// Fragments on a local rayon pool, as the browser runs them.
+pub struct RayonRunner<'a>(pub &'a rayon::ThreadPool);
+
+#[async_trait::async_trait]
+impl FragmentRunner for RayonRunner<'_> {
+    async fn run(
+        &self,
+        fragment: &Fragment,
+        context: &Arc<TaskContext>,
+    ) -> Result<Vec<Vec<RecordBatch>>> {
+        run_fragment(&fragment.bytes, context, self.0)
+    }
+}
+
+/// Runs `plan` the way the browser and Lambda do: every fragment travels as bytes to
+/// `runner`, and the rest of the plan merges their outputs here. Fragments run
+/// concurrently (the two sides of a join fan out at once).
 pub async fn execute_with_fragments(
     plan: Arc<dyn ExecutionPlan>,
     context: Arc<TaskContext>,
-    pool: &rayon::ThreadPool,
+    runner: &dyn FragmentRunner,
 ) -> Result<Vec<RecordBatch>> {
-    let coordinator = replace_fragments(plan, &context, pool)?;
+    let mut found = Vec::new();
+    travelling_fragments(&plan, &context, &mut found)?;
+    let outputs = try_join_all(found.iter().map(|f| runner.run(f, &context))).await?;
+    let coordinator = substitute(plan, &found, &outputs)?;
     collect(coordinator, context).await
 }
 
-fn replace_fragments(
-    plan: Arc<dyn ExecutionPlan>,
-    context: &Arc<TaskContext>,
-    pool: &rayon::ThreadPool,
-) -> Result<Arc<dyn ExecutionPlan>> {
-    if is_fragment(&plan) {
+/// The fragments of `plan` that travel, outermost first.
+pub fn travelling_fragments(
+    plan: &Arc<dyn ExecutionPlan>,
+    context: &TaskContext,
+    found: &mut Vec<Fragment>,
+) -> Result<()> {
+    if is_fragment(plan) {
         // A fragment whose expressions depend on something above it (a scalar subquery's
         // value) does not travel; a bare scan always does, so cut lower instead.
-        let bytes = encode(&plan).and_then(|bytes| decode(&bytes, context).map(|_| bytes));
+        let bytes = encode(plan).and_then(|bytes| decode(&bytes, context).map(|_| bytes));
         match bytes {
             Ok(bytes) => {
-                let partitions = run_fragment(&bytes, context, pool)?;
-                return Ok(MemorySourceConfig::try_new_exec(
-                    &partitions,
-                    plan.schema(),
-                    None,
-                )?);
+                found.push(Fragment {
+                    plan: Arc::clone(plan),
+                    bytes,
+                });
+                return Ok(());
             }
             Err(error) if plan.downcast_ref::<BucketScanExec>().is_some() => return Err(error),
             Err(_) => {}
         }
     }
+    for child in plan.children() {
+        travelling_fragments(child, context, found)?;
+    }
+    Ok(())
+}
+
+/// `plan` with each fragment replaced by its output, held in memory.
+fn substitute(
+    plan: Arc<dyn ExecutionPlan>,
+    fragments: &[Fragment],
+    outputs: &[Vec<Vec<RecordBatch>>],
+) -> Result<Arc<dyn ExecutionPlan>> {
+    if let Some(i) = fragments.iter().position(|f| Arc::ptr_eq(&f.plan, &plan)) {
+        let partitions = if outputs[i].is_empty() {
+            vec![vec![]]
+        } else {
+            outputs[i].clone()
+        };
+        let count = partitions.len();
+        let exec: Arc<dyn ExecutionPlan> =
+            MemorySourceConfig::try_new_exec(&partitions, plan.schema(), None)?;
+        // Operators above were planned for the fragment's partition count. Any count
+        // serves those that repartition or merge; one that wanted a single partition (a
+        // final aggregate over a one-bucket scan) gets the partitions merged, in order
+        // if the fragment's output was sorted.
+        if plan.output_partitioning().partition_count() == 1 && count > 1 {
+            return Ok(match plan.output_ordering() {
+                Some(ordering) => Arc::new(SortPreservingMergeExec::new(ordering.clone(), exec)),
+                None => Arc::new(CoalescePartitionsExec::new(exec)),
+            });
+        }
+        return Ok(exec);
+    }
     let children = plan
         .children()
         .into_iter()
-        .map(|child| replace_fragments(Arc::clone(child), context, pool))
+        .map(|child| substitute(Arc::clone(child), fragments, outputs))
         .collect::<Result<Vec<_>>>()?;
     replace_children_if_necessary(plan, children)
 }
@@ -161,8 +308,17 @@ pub fn run_fragment(
     context: &Arc<TaskContext>,
     pool: &rayon::ThreadPool,
 ) -> Result<Vec<Vec<RecordBatch>>> {
-    let fragment = decode(bytes, context)?;
-    let scan = scan_of(&fragment)
+    run_partitions(&decode(bytes, context)?, context, pool)
+}
+
+/// Runs every partition of a decoded fragment: each partition's bytes are fetched on
+/// this thread, then computed on `pool`, at most one partition per thread ahead.
+pub fn run_partitions(
+    fragment: &Arc<dyn ExecutionPlan>,
+    context: &Arc<TaskContext>,
+    pool: &rayon::ThreadPool,
+) -> Result<Vec<Vec<RecordBatch>>> {
+    let scan = scan_of(fragment)
         .ok_or_else(|| DataFusionError::Internal("fragment without a scan".into()))?
         .clone();
     let runtime = QuiverRuntime::of(context.session_config())?;
@@ -202,7 +358,7 @@ pub fn run_fragment(
                 break;
             }
         };
-        let instance = with_scan(&fragment, Arc::new(scan.with_fetched(partition, inputs)?))?;
+        let instance = with_scan(fragment, Arc::new(scan.with_fetched(partition, inputs)?))?;
         let (sender, context) = (sender.clone(), Arc::clone(context));
         pool.spawn(move || {
             let computed = instance

@@ -149,6 +149,29 @@ impl BucketScanExec {
         )
     }
 
+    /// The same scan over other files and buckets (a worker's share of the work).
+    pub fn with_work(
+        &self,
+        files: Arc<Vec<ScanFile>>,
+        partitions: Vec<Vec<Bucket>>,
+    ) -> Result<Self> {
+        if let Some(bad) = partitions.iter().flatten().find(|b| b.file >= files.len()) {
+            return Err(DataFusionError::Plan(format!(
+                "a bucket names file {} of {}",
+                bad.file,
+                files.len()
+            )));
+        }
+        Self::try_new(
+            Arc::clone(&self.table_schema),
+            self.file_columns,
+            self.projection.clone(),
+            files,
+            partitions,
+            self.summary.clone(),
+        )
+    }
+
     /// Fetches the bytes of partition `partition` without decoding anything.
     pub async fn fetch_partition(
         &self,

@@ -8,16 +8,19 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::array::{ArrayRef, UInt64Array};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion::sql::parser::{DFParser, Statement};
+use datafusion::sql::parser::{CopyToSource, CopyToStatement, DFParser, Statement};
+use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
-use crate::fragment::execute_with_fragments;
+use crate::copy;
+use crate::fragment::{execute_with_fragments, travelling_fragments, FragmentRunner, RayonRunner};
 use crate::metrics::QueryMetrics;
 use crate::options::QuiverOptions;
 use crate::runtime::QuiverRuntime;
@@ -35,6 +38,8 @@ pub enum ExecutorKind {
     DataFusion,
     /// Fragments run bucket by bucket on rayon, as in the browser and on Lambda workers.
     Fragments,
+    /// Fragments run wherever the session's fragment runner sends them (Lambda workers).
+    Remote,
 }
 
 #[derive(Debug, Clone)]
@@ -69,11 +74,17 @@ pub struct QuiverSession {
     tables: Arc<relations::ResolvedTables>,
     pool: rayon::ThreadPool,
     options: SessionOptions,
+    remote: Option<Arc<dyn FragmentRunner>>,
 }
 
 impl QuiverSession {
     pub fn new(options: SessionOptions) -> Result<Self> {
-        let runtime = Arc::new(QuiverRuntime::default());
+        Self::with_runtime(options, Arc::new(QuiverRuntime::default()))
+    }
+
+    /// A session over an existing runtime: its caches (footers, blocks, connections) are
+    /// shared, its catalog (views) and settings are its own. A server makes one per request.
+    pub fn with_runtime(options: SessionOptions, runtime: Arc<QuiverRuntime>) -> Result<Self> {
         let config = SessionConfig::new()
             .with_target_partitions(options.threads.max(1))
             .with_information_schema(true)
@@ -99,7 +110,18 @@ impl QuiverSession {
             tables,
             pool,
             options,
+            remote: None,
         })
+    }
+
+    /// Sends fragments to `runner` (with `ExecutorKind::Remote`).
+    pub fn with_fragment_runner(mut self, runner: Arc<dyn FragmentRunner>) -> Self {
+        self.remote = Some(runner);
+        self
+    }
+
+    pub fn pool(&self) -> &rayon::ThreadPool {
+        &self.pool
     }
 
     pub fn context(&self) -> &SessionContext {
@@ -123,13 +145,17 @@ impl QuiverSession {
 
     /// Runs every `;`-separated statement in order and returns the last one's output.
     pub async fn run(&self, sql: &str) -> Result<QueryOutput> {
-        let statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})?;
+        let sql = copy::rewrite_duckdb_copy(sql);
+        let statements = DFParser::parse_sql_with_dialect(&sql, &GenericDialect {})?;
         if statements.is_empty() {
             return Err(DataFusionError::Plan("no SQL statement given".into()));
         }
         let mut last = None;
         for statement in statements {
-            last = Some(self.run_statement(statement).await?);
+            last = Some(match statement {
+                Statement::CopyTo(copy) => self.run_copy(copy).await?,
+                other => self.run_statement(other).await?,
+            });
         }
         Ok(last.expect("at least one statement"))
     }
@@ -247,7 +273,14 @@ impl QuiverSession {
         let batches = match self.options.executor {
             ExecutorKind::DataFusion => collect(Arc::clone(&physical), task).await?,
             ExecutorKind::Fragments => {
-                execute_with_fragments(Arc::clone(&physical), task, &self.pool).await?
+                execute_with_fragments(Arc::clone(&physical), task, &RayonRunner(&self.pool))
+                    .await?
+            }
+            ExecutorKind::Remote => {
+                let runner = self.remote.as_deref().ok_or_else(|| {
+                    DataFusionError::Configuration("no remote executor configured".into())
+                })?;
+                execute_with_fragments(Arc::clone(&physical), task, runner).await?
             }
         };
         metrics.record_phase("execute", started.elapsed());
@@ -260,6 +293,113 @@ impl QuiverSession {
             batches,
             metrics,
         })
+    }
+
+    /// Runs COPY's query with this session's executor, then writes its result (see
+    /// `copy`); answers with the rows and files written. Fanned out, a query that is one
+    /// fragment is written by the workers themselves, each its own files; the manifest
+    /// that makes them one output is written here, last.
+    async fn run_copy(&self, copy: CopyToStatement) -> Result<QueryOutput> {
+        if let Some(format) = copy.stored_as.as_deref() {
+            if !format.eq_ignore_ascii_case("parquet") {
+                return Err(DataFusionError::NotImplemented(format!(
+                    "COPY writes Parquet, not {format}"
+                )));
+            }
+        }
+        let query = match copy.source {
+            CopyToSource::Query(query) => SqlStatement::Query(query),
+            CopyToSource::Relation(name) => Parser::new(&GenericDialect {})
+                .try_with_sql(&format!("SELECT * FROM {name}"))
+                .and_then(|mut parser| parser.parse_statement())
+                .map_err(|e| DataFusionError::Plan(e.to_string()))?,
+        };
+        let statement = Statement::Statement(Box::new(query));
+        let s3 = QuiverOptions::of(self.context.state().config_options()).s3();
+        let target = copy::CopyTarget {
+            folder: format!("{}/", copy.target.trim_end_matches('/')),
+            partition_by: copy.partitioned_by.clone(),
+            job: copy::job_id(),
+        };
+        let single_file = copy.partitioned_by.is_empty() && !copy.target.ends_with('/');
+        let fanned_out = if single_file {
+            None
+        } else {
+            self.write_where_fragments_run(&statement, &target).await?
+        };
+        let (written, metrics) = match fanned_out {
+            Some((written, metrics)) => (
+                copy::commit(&self.runtime, &s3, &target, written).await?,
+                metrics,
+            ),
+            None => {
+                let output = self.run_statement(statement).await?;
+                let started = Instant::now();
+                let (schema, batches) = (&output.schema, &output.batches);
+                let written = if single_file {
+                    copy::write_file(&self.runtime, &s3, &copy.target, schema, batches).await?
+                } else {
+                    copy::write_copy(&self.runtime, &s3, &target, schema, batches).await?
+                };
+                output.metrics.record_phase("write", started.elapsed());
+                (written, output.metrics)
+            }
+        };
+        let rows: u64 = written.iter().map(|f| f.rows).sum();
+        let batch = RecordBatch::try_from_iter([
+            ("rows", Arc::new(UInt64Array::from(vec![rows])) as ArrayRef),
+            (
+                "files",
+                Arc::new(UInt64Array::from(vec![written.len() as u64])) as ArrayRef,
+            ),
+        ])?;
+        Ok(QueryOutput {
+            schema: batch.schema(),
+            batches: vec![batch],
+            metrics,
+        })
+    }
+
+    /// With a remote executor, a COPY whose query is a single fragment (scan, filter,
+    /// projection) is written where the fragment runs; `None` otherwise.
+    async fn write_where_fragments_run(
+        &self,
+        statement: &Statement,
+        target: &copy::CopyTarget,
+    ) -> Result<Option<(Vec<copy::WrittenFile>, Arc<QueryMetrics>)>> {
+        let Some(runner) = self.remote.as_deref() else {
+            return Ok(None);
+        };
+        if self.options.executor != ExecutorKind::Remote {
+            return Ok(None);
+        }
+        let metrics = self.runtime.begin_query();
+        let plan = self.logical_plan(statement.clone()).await?;
+        let mut top = self
+            .context
+            .execute_logical_plan(plan)
+            .await?
+            .create_physical_plan()
+            .await?;
+        // Merging partitions is not work when each partition becomes its own files.
+        while matches!(top.name(), "CoalescePartitionsExec" | "CoalesceBatchesExec")
+            && top.fetch().is_none()
+        {
+            let child = Arc::clone(top.children()[0]);
+            top = child;
+        }
+        let context = self.context.task_ctx();
+        let mut found = Vec::new();
+        travelling_fragments(&top, &context, &mut found)?;
+        match found.as_slice() {
+            [fragment] if Arc::ptr_eq(&fragment.plan, &top) => {
+                match runner.write(fragment, target, &context).await {
+                    Some(written) => Ok(Some((written?, metrics))),
+                    None => Ok(None),
+                }
+            }
+            _ => Ok(None),
+        }
     }
 
     /// `col TYPE, …` in SQL's own type names, mapped to Arrow by DataFusion's planner.

@@ -112,6 +112,24 @@ impl ObjectSource for LocalSource {
             reason: e.to_string(),
         })
     }
+
+    async fn put(&self, path: &str, bytes: Bytes) -> Result<()> {
+        let local = Path::new(local_path(path));
+        if let Some(parent) = local.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| io_error(path, e))?;
+        }
+        // Written beside, then renamed: a reader never sees half a file.
+        let partial = local.with_extension("partial");
+        std::fs::write(&partial, &bytes).map_err(|e| io_error(path, e))?;
+        std::fs::rename(&partial, local).map_err(|e| io_error(path, e))
+    }
+
+    async fn delete(&self, path: &str) -> Result<()> {
+        match std::fs::remove_file(local_path(path)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_error(path, e)),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[cfg(unix)]

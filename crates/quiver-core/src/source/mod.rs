@@ -52,6 +52,28 @@ pub trait ObjectSource: Debug + Send + Sync {
     /// `object` was listed fails with `Changed` (sources check the etag or mtime), so a query
     /// never mixes two versions of a file.
     async fn get_range(&self, object: &ObjectMeta, range: Range<u64>) -> Result<Bytes>;
+
+    /// Writes a whole object (COPY's output, a worker's spilled result, a manifest).
+    async fn put(&self, path: &str, _bytes: Bytes) -> Result<()> {
+        Err(QuiverError::Unsupported {
+            location: path.to_string(),
+            reason: "this source is read-only".into(),
+        })
+    }
+
+    /// Deletes an object; deleting one that is not there is not an error.
+    async fn delete(&self, path: &str) -> Result<()> {
+        Err(QuiverError::Unsupported {
+            location: path.to_string(),
+            reason: "this source is read-only".into(),
+        })
+    }
+
+    /// The whole object.
+    async fn get(&self, path: &str) -> Result<Bytes> {
+        let object = self.head(path).await?;
+        self.get_range(&object, 0..object.size).await
+    }
 }
 
 /// Picks the source for a path by its scheme, and keeps one per bucket or server so that

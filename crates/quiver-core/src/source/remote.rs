@@ -111,6 +111,21 @@ impl ObjectSource for StoreSource {
             .map_err(read_error)?;
         result.bytes().await.map_err(read_error)
     }
+
+    async fn put(&self, path: &str, bytes: Bytes) -> Result<()> {
+        self.store
+            .put(&self.key(path)?, bytes.into())
+            .await
+            .map_err(|e| store_error(path, e))?;
+        Ok(())
+    }
+
+    async fn delete(&self, path: &str) -> Result<()> {
+        match self.store.delete(&self.key(path)?).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(store_error(path, e)),
+        }
+    }
 }
 
 /// Our error for a store's, naming the object; credentials never appear in these messages.

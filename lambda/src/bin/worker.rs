@@ -1,0 +1,57 @@
+//! The worker function: runs a fragment over its buckets (see `quiver_lambda::worker`).
+//! `QUIVER_FAULT_FILE` injects faults for tests: when that file exists, the worker fails
+//! the way it says (`error`, `panic` or `crash`), once (it deletes the file), or on every
+//! invocation while the file says `always`.
+
+use std::sync::Arc;
+
+use lambda_runtime::{service_fn, Error, LambdaEvent};
+use quiver_lambda::protocol::{WorkerRequest, WorkerResponse};
+use quiver_lambda::worker::{handle, Worker};
+
+fn injected_fault() -> Result<(), Error> {
+    let Some(path) = quiver_lambda::env("QUIVER_FAULT_FILE") else {
+        return Ok(());
+    };
+    let Ok(kind) = std::fs::read_to_string(&path) else {
+        return Ok(());
+    };
+    if !kind.contains("always") && std::fs::remove_file(&path).is_err() {
+        return Ok(()); // another worker took it
+    }
+    match kind.split_whitespace().next() {
+        Some("panic") => panic!("injected fault: panic"),
+        Some("crash") => std::process::abort(),
+        _ => Err("injected fault: error".into()),
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    let worker = Arc::new(Worker::new()?);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<WorkerRequest>| {
+        let worker = Arc::clone(&worker);
+        async move {
+            injected_fault()?;
+            let started = std::time::Instant::now();
+            let (query, number, buckets) = (
+                event.payload.query_id.clone(),
+                event.payload.worker,
+                event.payload.buckets.len(),
+            );
+            let response: WorkerResponse = handle(worker, event.payload)
+                .await
+                .map_err(|e| Error::from(quiver_core::describe(&e)))?;
+            eprintln!(
+                "quiver worker {number} of {query}: {buckets} buckets, {} rows, {} requests, \
+                 {} bytes in {:.0} ms",
+                response.metrics.rows,
+                response.metrics.requests,
+                response.metrics.bytes_read,
+                started.elapsed().as_secs_f64() * 1e3
+            );
+            Ok::<_, Error>(response)
+        }
+    }))
+    .await
+}

@@ -1,0 +1,309 @@
+//! The coordinator function: plans a query (footers stay cached while the function is
+//! warm), fans its fragments out to workers through `LambdaRunner`, runs the final stage
+//! and answers. One event shape per caller:
+//! - direct invoke: `{"sql": "...", "format": "json" | "csv" | "arrow", "settings": {..}}`;
+//! - a function URL: `POST /query` with that JSON as the body, `GET /health`;
+//! - another coordinator (tree invocation): a `WorkerRequest` with `fan_out`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::error::{DataFusionError, Result};
+use quiver_core::format::{write_batches, OutputFormat};
+use quiver_core::metrics::QueryMetrics;
+use quiver_core::options::QuiverOptions;
+use quiver_core::runtime::QuiverRuntime;
+use quiver_core::{describe, ExecutorKind, QuiverSession, SessionOptions};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::Mutex;
+
+use crate::executor::{LambdaRunner, SubResult};
+use crate::protocol::{encode_partitions, to_base64, Output, WorkerRequest, WorkerResponse};
+use crate::worker::{put, result_key};
+
+/// Lambda's limit for a synchronous response (and a function URL's body), less room for
+/// the envelope.
+const RESPONSE_LIMIT: usize = 6 * 1000 * 1000 - 64 * 1024;
+
+#[derive(Debug, Deserialize)]
+pub struct QueryRequest {
+    pub sql: String,
+    #[serde(default)]
+    pub format: Option<String>,
+    /// `quiver.*` or `lambda.*` settings for this query alone.
+    #[serde(default)]
+    pub settings: BTreeMap<String, String>,
+    /// A scheduled job's name, for the logs.
+    #[serde(default)]
+    pub job: Option<String>,
+}
+
+/// A query's answer, encoded.
+pub struct Answer {
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+    pub rows: u64,
+    pub metrics: Value,
+}
+
+pub struct Coordinator {
+    /// Caches shared by every query while the function is warm (footers, blocks).
+    runtime: Arc<QuiverRuntime>,
+    runner: Arc<LambdaRunner>,
+    threads: usize,
+    /// One query at a time, as Lambda runs one event at a time per instance.
+    busy: Mutex<()>,
+}
+
+impl Coordinator {
+    pub fn new(runner: Arc<LambdaRunner>, threads: usize) -> Result<Self> {
+        Ok(Self {
+            runtime: Arc::new(QuiverRuntime::default()),
+            runner,
+            threads,
+            busy: Mutex::new(()),
+        })
+    }
+
+    /// A fresh session over the shared caches: views and settings of one request never
+    /// reach the next.
+    fn session(&self, settings: &BTreeMap<String, String>) -> Result<QuiverSession> {
+        let session = QuiverSession::with_runtime(
+            SessionOptions {
+                threads: self.threads,
+                executor: ExecutorKind::Remote,
+            },
+            Arc::clone(&self.runtime),
+        )?
+        .with_fragment_runner(Arc::clone(&self.runner) as _);
+        crate::register_options(&session);
+        for (key, value) in settings {
+            session.set(key, value)?;
+        }
+        Ok(session)
+    }
+
+    /// Runs `request.sql` with its settings.
+    pub async fn query(&self, request: &QueryRequest) -> Result<Answer> {
+        let format: OutputFormat = request
+            .format
+            .as_deref()
+            .unwrap_or("json")
+            .parse()
+            .map_err(DataFusionError::Plan)?;
+        if matches!(format, OutputFormat::Table | OutputFormat::Parquet) {
+            return Err(DataFusionError::Plan(
+                "format must be json, csv or arrow".into(),
+            ));
+        }
+        let _busy = self.busy.lock().await;
+        let started = Instant::now();
+        if let Some(job) = &request.job {
+            eprintln!("quiver: scheduled job '{job}' starts");
+        }
+        self.runner.take_metrics();
+        let result = match self.session(&request.settings) {
+            Ok(session) => session.run(&request.sql).await,
+            Err(e) => Err(e),
+        };
+        if let (Some(job), Err(e)) = (&request.job, &result) {
+            eprintln!("quiver: scheduled job '{job}' failed: {}", describe(e));
+        }
+        let output = result?;
+        let mut body = Vec::new();
+        write_batches(format, &output.schema, &output.batches, &mut body)?;
+        if body.len() > RESPONSE_LIMIT {
+            return Err(DataFusionError::Execution(format!(
+                "the result is {} bytes, over the 6 MB a Lambda response holds: add a LIMIT, \
+                 or write it with COPY (SELECT ...) TO 's3://bucket/prefix/'",
+                body.len()
+            )));
+        }
+        let workers = self.runner.take_metrics();
+        let g = QueryMetrics::get;
+        let metrics = json!({
+            "elapsed_ms": started.elapsed().as_secs_f64() * 1e3,
+            "coordinator": {
+                "files": g(&output.metrics.files),
+                "row_groups": g(&output.metrics.row_groups),
+                "row_groups_pruned": g(&output.metrics.row_groups_pruned),
+                "footer_requests": g(&output.metrics.footer_requests),
+                "footer_cache_hits": g(&output.metrics.footer_cache_hits),
+            },
+            "workers": workers,
+        });
+        if let Some(job) = &request.job {
+            eprintln!("quiver: scheduled job '{job}' done: {metrics}");
+        }
+        Ok(Answer {
+            content_type: match format {
+                OutputFormat::Csv => "text/csv",
+                OutputFormat::Arrow => "application/vnd.apache.arrow.file",
+                _ => "application/json",
+            },
+            rows: output.batches.iter().map(|b| b.num_rows() as u64).sum(),
+            body,
+            metrics,
+        })
+    }
+
+    /// A sub-coordinator's work: its workers' outputs, merged, as a worker would answer.
+    pub async fn fan_out(&self, request: WorkerRequest) -> Result<WorkerResponse> {
+        let shares = request.fan_out.clone().unwrap_or_default();
+        let _busy = self.busy.lock().await;
+        let session = self.session(&request.settings)?;
+        let context = session.context().task_ctx();
+        self.runner.take_metrics();
+        let (partitions, schema) = match self.runner.fan_out(&request, &shares, &context).await? {
+            SubResult::Written(files) => {
+                let mut metrics = self.runner.take_metrics();
+                metrics.sub_coordinators += 1;
+                return Ok(WorkerResponse {
+                    output: Output::Written(files),
+                    metrics,
+                });
+            }
+            SubResult::Partitions(partitions, schema) => (partitions, schema),
+        };
+        let bytes = encode_partitions(&schema, &partitions)?;
+        let output = if bytes.len() > request.inline_limit {
+            let prefix = request.result_prefix.as_deref().ok_or_else(|| {
+                DataFusionError::Execution(
+                    "a merged output needs the result prefix (QUIVER_RESULT_PREFIX)".into(),
+                )
+            })?;
+            let key = result_key(prefix, &request.query_id, request.worker);
+            let s3 = QuiverOptions::of(context.session_config().options()).s3();
+            put(&self.runtime, &s3, &key, bytes.into()).await?;
+            Output::Spilled(key)
+        } else {
+            Output::Inline(to_base64(&bytes))
+        };
+        let mut metrics = self.runner.take_metrics();
+        metrics.sub_coordinators += 1;
+        Ok(WorkerResponse { output, metrics })
+    }
+
+    /// Any event the function receives, to its response (or an error for direct invokes).
+    pub async fn handle(&self, event: Value) -> Result<Value> {
+        if let Some(http) = event.pointer("/requestContext/http") {
+            let method = http.get("method").and_then(Value::as_str).unwrap_or("");
+            let path = event
+                .get("rawPath")
+                .and_then(Value::as_str)
+                .or_else(|| http.get("path").and_then(Value::as_str))
+                .unwrap_or("/");
+            return Ok(self.http(method, path, &event).await);
+        }
+        if event.get("fan_out").is_some_and(|f| !f.is_null()) {
+            let request: WorkerRequest = serde_json::from_value(event)
+                .map_err(|e| DataFusionError::Plan(format!("malformed fan-out request: {e}")))?;
+            let response = self.fan_out(request).await?;
+            return serde_json::to_value(response)
+                .map_err(|e| DataFusionError::Internal(e.to_string()));
+        }
+        let request: QueryRequest = serde_json::from_value(event).map_err(|e| {
+            DataFusionError::Plan(format!(
+                "expected {{\"sql\": \"...\", \"format\": \"json\"}}: {e}"
+            ))
+        })?;
+        let answer = self.query(&request).await?;
+        let body = match answer.content_type {
+            "application/json" => serde_json::from_slice(&answer.body)
+                .map_err(|e| DataFusionError::Internal(e.to_string()))?,
+            "text/csv" => Value::String(String::from_utf8_lossy(&answer.body).into_owned()),
+            _ => Value::String(to_base64(&answer.body)),
+        };
+        Ok(json!({
+            "content_type": answer.content_type,
+            "rows": answer.rows,
+            "result": body,
+            "metrics": answer.metrics,
+        }))
+    }
+
+    /// A function URL request, to the response Lambda turns into HTTP.
+    async fn http(&self, method: &str, path: &str, event: &Value) -> Value {
+        let respond = |status: u16, content_type: &str, body: String, base64: bool| {
+            // The payload format 2.0 response, every field spelled out (cargo-lambda's
+            // emulator requires `cookies` and `multiValueHeaders`).
+            json!({
+                "statusCode": status,
+                "headers": {"content-type": content_type},
+                "multiValueHeaders": {},
+                "cookies": [],
+                "body": body,
+                "isBase64Encoded": base64,
+            })
+        };
+        let error = |status: u16, message: String| {
+            respond(
+                status,
+                "application/json",
+                json!({"error": message}).to_string(),
+                false,
+            )
+        };
+        match (method, path.trim_end_matches('/')) {
+            ("GET", "/health") => respond(
+                200,
+                "application/json",
+                json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}).to_string(),
+                false,
+            ),
+            ("POST", "/query") => {
+                let raw = event.get("body").and_then(Value::as_str).unwrap_or("");
+                let body = if event.get("isBase64Encoded") == Some(&Value::Bool(true)) {
+                    match crate::protocol::from_base64(raw) {
+                        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                        Err(e) => return error(400, e.to_string()),
+                    }
+                } else {
+                    raw.to_string()
+                };
+                let request: QueryRequest = match serde_json::from_str(&body) {
+                    Ok(request) => request,
+                    Err(e) => {
+                        return error(
+                            400,
+                            format!(
+                            "expected a JSON body {{\"sql\": \"...\", \"format\": \"json\"}}: {e}"
+                        ),
+                        )
+                    }
+                };
+                match self.query(&request).await {
+                    Ok(answer) if answer.content_type.starts_with("application/vnd") => {
+                        respond(200, answer.content_type, to_base64(&answer.body), true)
+                    }
+                    Ok(answer) => respond(
+                        200,
+                        answer.content_type,
+                        String::from_utf8_lossy(&answer.body).into_owned(),
+                        false,
+                    ),
+                    Err(e) => error(status_of(&e), describe(&e)),
+                }
+            }
+            (_, "/query" | "/health") => error(405, format!("{method} is not allowed on {path}")),
+            _ => error(
+                404,
+                format!("no such endpoint {path}: use POST /query or GET /health"),
+            ),
+        }
+    }
+}
+
+/// 400 for what the caller can fix (SQL, plan, settings), 500 for the rest.
+fn status_of(error: &DataFusionError) -> u16 {
+    match error.find_root() {
+        DataFusionError::SQL(..)
+        | DataFusionError::Plan(_)
+        | DataFusionError::SchemaError(..)
+        | DataFusionError::Configuration(_)
+        | DataFusionError::NotImplemented(_) => 400,
+        _ => 500,
+    }
+}

@@ -1,0 +1,406 @@
+//! The Lambda executor: each fragment's buckets are dealt to workers balanced by bytes,
+//! every worker is invoked at once, failed ones are retried, and their outputs come back
+//! as the fragment's partitions. Above the tree threshold, sub-coordinators each invoke
+//! a group of workers and merge their partial states first (tree invocation).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::config::ConfigOptions;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::{collect, ExecutionPlan};
+use futures::future::try_join_all;
+use quiver_core::bucket::{assign_to_workers, Bucket};
+use quiver_core::copy::{discard, CopyTarget, WrittenFile};
+use quiver_core::fragment::{work_for, Fragment, FragmentRunner};
+use quiver_core::options::QuiverOptions;
+use quiver_core::runtime::QuiverRuntime;
+use quiver_core::scan::ScanFile;
+
+use crate::invoke::Invoker;
+use crate::options::LambdaOptions;
+use crate::protocol::{
+    decode_partitions, from_base64, to_base64, Output, WorkerMetrics, WorkerRequest, WorkerResponse,
+};
+use crate::worker::{take, unique_suffix};
+
+pub struct LambdaRunner {
+    invoker: Invoker,
+    worker_function: String,
+    /// This coordinator's own function, invoked as a sub-coordinator; none from the CLI.
+    coordinator_function: Option<String>,
+    /// What the workers of the last query did, summed.
+    metrics: Mutex<WorkerMetrics>,
+}
+
+impl LambdaRunner {
+    pub fn new(
+        invoker: Invoker,
+        worker_function: String,
+        coordinator_function: Option<String>,
+    ) -> Self {
+        Self {
+            invoker,
+            worker_function,
+            coordinator_function,
+            metrics: Mutex::default(),
+        }
+    }
+
+    /// The workers' metrics since the last call, summed.
+    pub fn take_metrics(&self) -> WorkerMetrics {
+        std::mem::take(&mut *self.metrics.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Invokes `function` with `request`, retrying up to `retries` times; the error after
+    /// the last attempt names the worker and the buckets it had.
+    async fn invoke_with_retries(
+        &self,
+        function: &str,
+        request: &WorkerRequest,
+        retries: usize,
+    ) -> Result<WorkerResponse> {
+        let payload = serde_json::to_vec(request)
+            .map_err(|e| DataFusionError::Internal(format!("encoding a worker request: {e}")))?;
+        let mut last_error = String::new();
+        for attempt in 0..=retries {
+            if attempt > 0 {
+                eprintln!(
+                    "quiver: worker {} of query {} failed ({last_error}); attempt {} of {}",
+                    request.worker,
+                    request.query_id,
+                    attempt + 1,
+                    retries + 1
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(100 << attempt.min(6))).await;
+            }
+            match self.invoker.invoke(function, payload.clone()).await {
+                Ok(body) => match serde_json::from_slice::<WorkerResponse>(&body) {
+                    Ok(response) => return Ok(response),
+                    Err(e) => last_error = format!("malformed response: {e}"),
+                },
+                Err(e) => last_error = e.to_string(),
+            }
+        }
+        Err(DataFusionError::Execution(format!(
+            "worker {} ({}) failed after {} attempts: {last_error}",
+            request.worker,
+            describe_buckets(&request.files, &request.buckets),
+            retries + 1
+        )))
+    }
+
+    /// A worker's (or sub-coordinator's) output partitions; a spilled one is read and
+    /// deleted.
+    async fn output_of(
+        &self,
+        response: WorkerResponse,
+        context: &TaskContext,
+    ) -> Result<Vec<Vec<RecordBatch>>> {
+        let bytes = match response.output {
+            Output::Written(_) => {
+                return Err(DataFusionError::Internal(
+                    "a worker wrote files where a result was expected".into(),
+                ))
+            }
+            Output::Inline(text) => from_base64(&text)?,
+            Output::Spilled(key) => {
+                let runtime = QuiverRuntime::of(context.session_config())?;
+                let s3 = QuiverOptions::of(context.session_config().options()).s3();
+                take(&runtime, &s3, &key).await?.to_vec()
+            }
+        };
+        self.add_metrics(&response.metrics);
+        decode_partitions(&bytes)
+    }
+
+    /// Every request's output partitions, in request order. If any request fails, the
+    /// outputs others spilled are still read (and so deleted) before the error returns.
+    async fn run_all(
+        &self,
+        function: &str,
+        requests: Vec<WorkerRequest>,
+        options: &LambdaOptions,
+        context: &TaskContext,
+    ) -> Result<Vec<Vec<RecordBatch>>> {
+        let outputs = try_join_all(requests.iter().map(|request| async move {
+            let response = self
+                .invoke_with_retries(function, request, options.retries)
+                .await?;
+            self.output_of(response, context).await
+        }))
+        .await?;
+        Ok(outputs.into_iter().flatten().collect())
+    }
+
+    /// The files every request wrote; on any failure, those written so far are deleted.
+    async fn write_all(
+        &self,
+        function: &str,
+        requests: Vec<WorkerRequest>,
+        options: &LambdaOptions,
+        context: &TaskContext,
+    ) -> Result<Vec<WrittenFile>> {
+        let results = futures::future::join_all(requests.iter().map(|request| async move {
+            let response = self
+                .invoke_with_retries(function, request, options.retries)
+                .await?;
+            self.add_metrics(&response.metrics);
+            match response.output {
+                Output::Written(files) => Ok(files),
+                _ => Err(DataFusionError::Internal(
+                    "a worker returned a result where files were expected".into(),
+                )),
+            }
+        }))
+        .await;
+        let mut written = Vec::new();
+        let mut first_error = None;
+        for result in results {
+            match result {
+                Ok(files) => written.extend(files),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(error) = first_error {
+            let runtime = QuiverRuntime::of(context.session_config())?;
+            let s3 = QuiverOptions::of(context.session_config().options()).s3();
+            discard(&runtime, &s3, &written).await;
+            return Err(error);
+        }
+        Ok(written)
+    }
+
+    fn add_metrics(&self, metrics: &WorkerMetrics) {
+        self.metrics
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .add(metrics);
+    }
+
+    /// The requests for one fragment: one per worker, or one per sub-coordinator (with
+    /// its workers' shares) above the tree threshold.
+    fn requests(
+        &self,
+        fragment: &Fragment,
+        context: &TaskContext,
+        write: Option<&CopyTarget>,
+    ) -> Result<(Option<&str>, Vec<WorkerRequest>)> {
+        let config = context.session_config().options();
+        let options = LambdaOptions::of(config);
+        let buckets = fragment.buckets();
+        let bytes: u64 = buckets.iter().map(|b| b.bytes).sum();
+        let shares = assign_to_workers(&buckets, options.worker_count(bytes, buckets.len()));
+        let base = WorkerRequest {
+            query_id: format!("q-{}", unique_suffix()),
+            worker: 0,
+            fragment: to_base64(&fragment.template()?),
+            files: vec![],
+            buckets: vec![],
+            settings: quiver_settings(config),
+            result_prefix: options.result_prefix.clone(),
+            inline_limit: options.inline_bytes,
+            fan_out: None,
+            write: write.cloned(),
+        };
+        let threshold = options.tree_threshold.max(1);
+        let requests = match &self.coordinator_function {
+            Some(coordinator) if shares.len() > threshold => {
+                // Groups of at most `threshold` workers, each behind a sub-coordinator.
+                let requests = shares
+                    .chunks(threshold)
+                    .enumerate()
+                    .map(|(i, group)| {
+                        let all: Vec<Bucket> = group.iter().flatten().cloned().collect();
+                        let (files, renumbered) = fragment.work_for(&all);
+                        let mut rest = renumbered.as_slice();
+                        let fan_out = group
+                            .iter()
+                            .map(|share| {
+                                let (mine, others) = rest.split_at(share.len());
+                                rest = others;
+                                mine.to_vec()
+                            })
+                            .collect();
+                        WorkerRequest {
+                            worker: i,
+                            files,
+                            buckets: renumbered,
+                            fan_out: Some(fan_out),
+                            ..base.clone()
+                        }
+                    })
+                    .collect();
+                return Ok((Some(coordinator.as_str()), requests));
+            }
+            _ => shares
+                .iter()
+                .enumerate()
+                .map(|(i, share)| {
+                    let (files, buckets) = fragment.work_for(share);
+                    WorkerRequest {
+                        worker: i,
+                        files,
+                        buckets,
+                        ..base.clone()
+                    }
+                })
+                .collect(),
+        };
+        Ok((None, requests))
+    }
+
+    /// The sub-coordinator's part of a tree invocation: invoke the workers of
+    /// `request.fan_out`, then merge their partial states into one partition.
+    pub async fn fan_out(
+        &self,
+        request: &WorkerRequest,
+        shares: &[Vec<Bucket>],
+        context: &Arc<TaskContext>,
+    ) -> Result<SubResult> {
+        let options = LambdaOptions::of(context.session_config().options());
+        let requests = shares
+            .iter()
+            .enumerate()
+            .map(|(i, share)| {
+                let (files, buckets) = work_for(&request.files, share);
+                WorkerRequest {
+                    worker: request.worker * options.tree_threshold.max(1) + i,
+                    files,
+                    buckets,
+                    fan_out: None,
+                    ..request.clone()
+                }
+            })
+            .collect();
+        if request.write.is_some() {
+            let written = self
+                .write_all(&self.worker_function, requests, &options, context)
+                .await?;
+            return Ok(SubResult::Written(written));
+        }
+        let partitions = self
+            .run_all(&self.worker_function, requests, &options, context)
+            .await?;
+        let template = quiver_core::fragment::decode(&from_base64(&request.fragment)?, context)?;
+        let merged = merge_partial_states(&template, partitions, context).await?;
+        Ok(SubResult::Partitions(merged, template.schema()))
+    }
+}
+
+/// What a sub-coordinator gathered from its workers.
+pub enum SubResult {
+    /// Output partitions (partial states merged) and their schema.
+    Partitions(Vec<Vec<RecordBatch>>, SchemaRef),
+    /// For COPY: the files its workers wrote.
+    Written(Vec<WrittenFile>),
+}
+
+#[async_trait::async_trait]
+impl FragmentRunner for LambdaRunner {
+    async fn run(
+        &self,
+        fragment: &Fragment,
+        context: &Arc<TaskContext>,
+    ) -> Result<Vec<Vec<RecordBatch>>> {
+        if fragment.buckets().is_empty() {
+            return Ok(vec![]);
+        }
+        let options = LambdaOptions::of(context.session_config().options());
+        let (via, requests) = self.requests(fragment, context, None)?;
+        let function = via.unwrap_or(&self.worker_function);
+        self.run_all(function, requests, &options, context).await
+    }
+
+    async fn write(
+        &self,
+        fragment: &Fragment,
+        target: &CopyTarget,
+        context: &Arc<TaskContext>,
+    ) -> Option<Result<Vec<WrittenFile>>> {
+        if fragment.buckets().is_empty() {
+            return Some(Ok(vec![]));
+        }
+        let options = LambdaOptions::of(context.session_config().options());
+        Some(match self.requests(fragment, context, Some(target)) {
+            Ok((via, requests)) => {
+                let function = via.unwrap_or(&self.worker_function);
+                self.write_all(function, requests, &options, context).await
+            }
+            Err(e) => Err(e),
+        })
+    }
+}
+
+/// Partial aggregate states from many workers, reduced to one partition of partial
+/// states (DataFusion's `PartialReduce`); other fragments' outputs pass unchanged.
+async fn merge_partial_states(
+    template: &Arc<dyn ExecutionPlan>,
+    partitions: Vec<Vec<RecordBatch>>,
+    context: &Arc<TaskContext>,
+) -> Result<Vec<Vec<RecordBatch>>> {
+    let Some(partial) = template
+        .downcast_ref::<AggregateExec>()
+        .filter(|a| *a.mode() == AggregateMode::Partial)
+    else {
+        return Ok(partitions);
+    };
+    if partitions.len() <= 1 {
+        return Ok(partitions);
+    }
+    let input = CoalescePartitionsExec::new(MemorySourceConfig::try_new_exec(
+        &partitions,
+        partial.schema(),
+        None,
+    )?);
+    let reduce = AggregateExec::try_new(
+        AggregateMode::PartialReduce,
+        partial.group_expr().as_final(),
+        partial.aggr_expr().to_vec(),
+        vec![None; partial.aggr_expr().len()],
+        Arc::new(input),
+        partial.input_schema(),
+    )?;
+    Ok(vec![collect(Arc::new(reduce), Arc::clone(context)).await?])
+}
+
+/// The query's `quiver.*` settings, so that workers read as the coordinator planned.
+pub fn quiver_settings(config: &ConfigOptions) -> BTreeMap<String, String> {
+    config
+        .entries()
+        .into_iter()
+        .filter(|entry| entry.key.starts_with("quiver."))
+        .filter_map(|entry| Some((entry.key, entry.value?)))
+        .collect()
+}
+
+/// `s3://b/a.parquet row groups 0-3, s3://b/c.parquet row group 7`, shortened.
+pub fn describe_buckets(files: &[ScanFile], buckets: &[Bucket]) -> String {
+    let mut parts: Vec<String> = buckets
+        .iter()
+        .take(3)
+        .map(|bucket| {
+            let path = files
+                .get(bucket.file)
+                .map(|f| f.meta.path.as_str())
+                .unwrap_or("?");
+            match bucket.row_groups.as_slice() {
+                [one] => format!("bucket {path} row group {one}"),
+                [first, .., last] => format!("bucket {path} row groups {first}-{last}"),
+                [] => format!("bucket {path}"),
+            }
+        })
+        .collect();
+    if buckets.len() > 3 {
+        parts.push(format!("and {} more buckets", buckets.len() - 3));
+    }
+    parts.join(", ")
+}

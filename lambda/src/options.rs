@@ -1,0 +1,93 @@
+//! The Lambda executor's settings, under `lambda.` (`SET lambda.workers = 8`). Each
+//! starts from an environment variable, so Terraform sets a deployment's defaults and
+//! a query may still change them.
+
+use datafusion::common::config::{ConfigExtension, ConfigOptions};
+use datafusion::common::extensions_options;
+
+/// 4 MiB: base64 makes a response a third bigger, and Lambda's limit is 6 MB.
+pub const INLINE_BYTES: usize = 4 * 1024 * 1024;
+
+extensions_options! {
+    /// Settings under the `lambda.` prefix.
+    pub struct LambdaOptions {
+        /// Workers per scan; 0 derives them from the bytes to read.
+        pub workers: usize, default = 0
+        /// Bytes of Parquet one worker reads when the count is derived.
+        pub bytes_per_worker: u64, default = 256 * 1024 * 1024
+        /// The most workers one scan fans out to.
+        pub max_workers: usize, default = 512
+        /// Above this many workers, sub-coordinators each invoke up to this many.
+        pub tree_threshold: usize, default = 64
+        /// Attempts after the first for a failed worker.
+        pub retries: usize, default = 2
+        /// Outputs larger than this go through the result prefix.
+        pub inline_bytes: usize, default = INLINE_BYTES
+        /// Where large outputs go: `s3://bucket/prefix/`.
+        pub result_prefix: Option<String>, default = None
+    }
+}
+
+impl ConfigExtension for LambdaOptions {
+    const PREFIX: &'static str = "lambda";
+}
+
+impl LambdaOptions {
+    pub fn of(config: &ConfigOptions) -> Self {
+        config.extensions.get::<Self>().cloned().unwrap_or_default()
+    }
+
+    /// Defaults from the environment (`QUIVER_WORKERS`, `QUIVER_MAX_WORKERS`, ...).
+    pub fn from_env() -> Self {
+        let mut options = Self::default();
+        let pairs = [
+            ("QUIVER_WORKERS", "workers"),
+            ("QUIVER_BYTES_PER_WORKER", "bytes_per_worker"),
+            ("QUIVER_MAX_WORKERS", "max_workers"),
+            ("QUIVER_TREE_THRESHOLD", "tree_threshold"),
+            ("QUIVER_WORKER_RETRIES", "retries"),
+            ("QUIVER_INLINE_BYTES", "inline_bytes"),
+            ("QUIVER_RESULT_PREFIX", "result_prefix"),
+        ];
+        for (variable, key) in pairs {
+            if let Some(value) = std::env::var(variable).ok().filter(|v| !v.is_empty()) {
+                if let Err(e) =
+                    datafusion::common::config::ExtensionOptions::set(&mut options, key, &value)
+                {
+                    eprintln!("ignoring {variable}={value}: {e}");
+                }
+            }
+        }
+        options
+    }
+
+    /// How many workers read `bytes` in `buckets` buckets.
+    pub fn worker_count(&self, bytes: u64, buckets: usize) -> usize {
+        let wanted = if self.workers > 0 {
+            self.workers
+        } else {
+            bytes.div_ceil(self.bytes_per_worker.max(1)) as usize
+        };
+        wanted.clamp(1, self.max_workers.max(1)).min(buckets.max(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_count_follows_bytes_within_bounds() {
+        let options = LambdaOptions::default();
+        let mib = 1024 * 1024;
+        assert_eq!(options.worker_count(10 * mib, 40), 1);
+        assert_eq!(options.worker_count(1024 * mib, 40), 4);
+        assert_eq!(options.worker_count(1024 * mib, 3), 3);
+        assert_eq!(options.worker_count(1024 * 1024 * mib, 100_000), 512);
+        let fixed = LambdaOptions {
+            workers: 8,
+            ..LambdaOptions::default()
+        };
+        assert_eq!(fixed.worker_count(1, 100), 8);
+    }
+}

@@ -1,0 +1,140 @@
+//! What travels between the coordinator and its workers, as JSON through the Invoke API.
+//! A worker's output is a list of partitions, each an Arrow IPC stream; it travels inline
+//! (base64) when small and through the S3 result prefix when not, since a synchronous
+//! Lambda response holds at most 6 MB.
+
+use std::collections::BTreeMap;
+use std::io::Cursor;
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::ipc::reader::StreamReader;
+use datafusion::arrow::ipc::writer::StreamWriter;
+use datafusion::error::{DataFusionError, Result};
+use quiver_core::bucket::Bucket;
+use quiver_core::copy::{CopyTarget, WrittenFile};
+use quiver_core::scan::ScanFile;
+use serde::{Deserialize, Serialize};
+
+/// One worker's task: a fragment and the buckets it runs over.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkerRequest {
+    /// Names the query in logs and in spilled result keys.
+    pub query_id: String,
+    /// This worker's number within the query.
+    pub worker: usize,
+    /// The fragment as datafusion-proto bytes (base64) with an empty scan: the same for
+    /// every worker of a query.
+    pub fragment: String,
+    /// The files this worker reads (path, size, etag) ...
+    pub files: Vec<ScanFile>,
+    /// ... and its buckets of them (file index, row groups, bytes).
+    pub buckets: Vec<Bucket>,
+    /// The query's `quiver.*` settings (coalesce gap, S3 endpoint, ...).
+    pub settings: BTreeMap<String, String>,
+    /// Where an output too big for a response goes (`s3://bucket/prefix/`).
+    pub result_prefix: Option<String>,
+    /// Outputs above this many bytes go to the result prefix.
+    pub inline_limit: usize,
+    /// Buckets per worker when this request goes to a sub-coordinator (tree invocation):
+    /// it fans `buckets` out to workers of its own and merges their partial states.
+    #[serde(default)]
+    pub fan_out: Option<Vec<Vec<Bucket>>>,
+    /// For COPY: write the output under this target instead of returning it.
+    #[serde(default)]
+    pub write: Option<CopyTarget>,
+}
+
+/// What a worker did, for `--profile` and the coordinator's logs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct WorkerMetrics {
+    /// Sub-coordinators that took part (tree invocation).
+    #[serde(default)]
+    pub sub_coordinators: u64,
+    pub rows: u64,
+    pub buckets: u64,
+    pub requests: u64,
+    pub bytes_read: u64,
+    pub cache_hit_bytes: u64,
+    pub footer_requests: u64,
+    /// Milliseconds per phase (decode, run, encode).
+    pub phases_ms: BTreeMap<String, f64>,
+}
+
+impl WorkerMetrics {
+    pub fn add(&mut self, other: &WorkerMetrics) {
+        self.sub_coordinators += other.sub_coordinators;
+        self.rows += other.rows;
+        self.buckets += other.buckets;
+        self.requests += other.requests;
+        self.bytes_read += other.bytes_read;
+        self.cache_hit_bytes += other.cache_hit_bytes;
+        self.footer_requests += other.footer_requests;
+        for (phase, ms) in &other.phases_ms {
+            *self.phases_ms.entry(phase.clone()).or_default() += ms;
+        }
+    }
+}
+
+/// Where a worker's output is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Output {
+    /// The encoded partitions, base64.
+    Inline(String),
+    /// The key of an object under the result prefix holding them; the reader deletes it.
+    Spilled(String),
+    /// For COPY: the files the worker wrote.
+    Written(Vec<WrittenFile>),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkerResponse {
+    pub output: Output,
+    pub metrics: WorkerMetrics,
+}
+
+/// Partitions as bytes: for each, its length (u64, little endian) and an IPC stream.
+pub fn encode_partitions(
+    schema: &datafusion::arrow::datatypes::SchemaRef,
+    partitions: &[Vec<RecordBatch>],
+) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for batches in partitions {
+        let mut stream = Vec::new();
+        let mut writer = StreamWriter::try_new(&mut stream, schema)?;
+        for batch in batches {
+            writer.write(batch)?;
+        }
+        writer.finish()?;
+        drop(writer);
+        out.extend_from_slice(&(stream.len() as u64).to_le_bytes());
+        out.extend_from_slice(&stream);
+    }
+    Ok(out)
+}
+
+pub fn decode_partitions(mut bytes: &[u8]) -> Result<Vec<Vec<RecordBatch>>> {
+    let bad = || DataFusionError::Execution("a worker's output is truncated".into());
+    let mut partitions = Vec::new();
+    while !bytes.is_empty() {
+        let (length, rest) = bytes.split_at_checked(8).ok_or_else(bad)?;
+        let length = u64::from_le_bytes(length.try_into().map_err(|_| bad())?) as usize;
+        let (stream, rest) = rest.split_at_checked(length).ok_or_else(bad)?;
+        let reader = StreamReader::try_new(Cursor::new(stream), None)?;
+        partitions.push(reader.collect::<std::result::Result<Vec<_>, _>>()?);
+        bytes = rest;
+    }
+    Ok(partitions)
+}
+
+pub fn to_base64(bytes: &[u8]) -> String {
+    BASE64.encode(bytes)
+}
+
+pub fn from_base64(text: &str) -> Result<Vec<u8>> {
+    BASE64
+        .decode(text)
+        .map_err(|e| DataFusionError::Execution(format!("malformed base64: {e}")))
+}

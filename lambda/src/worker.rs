@@ -1,0 +1,160 @@
+//! The worker: runs one fragment over its buckets on all its vCPUs and returns the
+//! output partitions. A worker keeps its session between invocations, so footers and
+//! connections stay warm; it holds no other state, so running a request twice gives the
+//! same answer (retries are safe).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::error::{DataFusionError, Result};
+use quiver_core::copy::{write_parts, CopyTarget, WrittenFile};
+use quiver_core::fragment::{decode, over_buckets, run_partitions};
+use quiver_core::metrics::QueryMetrics;
+use quiver_core::options::QuiverOptions;
+use quiver_core::runtime::QuiverRuntime;
+use quiver_core::source::S3Options;
+use quiver_core::{QuiverSession, SessionOptions};
+
+use crate::protocol::{
+    encode_partitions, from_base64, to_base64, Output, WorkerMetrics, WorkerRequest, WorkerResponse,
+};
+
+pub struct Worker {
+    session: QuiverSession,
+}
+
+impl Worker {
+    pub fn new() -> Result<Self> {
+        Ok(Self {
+            session: QuiverSession::new(SessionOptions::default())?,
+        })
+    }
+
+    /// Runs a request to its response. Blocking: call it off the async threads.
+    pub fn run(&self, request: &WorkerRequest) -> Result<WorkerResponse> {
+        for (key, value) in &request.settings {
+            self.session.set(key, value)?;
+        }
+        let context = self.session.context().task_ctx();
+        let metrics = self.session.runtime().begin_query();
+        let started = Instant::now();
+        let template = decode(&from_base64(&request.fragment)?, &context)?;
+        let plan = over_buckets(&template, request.files.clone(), request.buckets.clone())?;
+        let decoded_at = started.elapsed();
+        let partitions = run_partitions(&plan, &context, self.session.pool())?;
+        let ran_at = started.elapsed();
+        let output = match &request.write {
+            Some(target) => Output::Written(self.write(target, &plan.schema(), &partitions)?),
+            None => {
+                let bytes = encode_partitions(&plan.schema(), &partitions)?;
+                if bytes.len() > request.inline_limit {
+                    Output::Spilled(self.spill(request, bytes)?)
+                } else {
+                    Output::Inline(to_base64(&bytes))
+                }
+            }
+        };
+        let g = QueryMetrics::get;
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let metrics = WorkerMetrics {
+            sub_coordinators: 0,
+            rows: partitions
+                .iter()
+                .flatten()
+                .map(|b| b.num_rows() as u64)
+                .sum(),
+            buckets: request.buckets.len() as u64,
+            requests: g(&metrics.requests),
+            bytes_read: g(&metrics.bytes_read),
+            cache_hit_bytes: g(&metrics.cache_hit_bytes),
+            footer_requests: g(&metrics.footer_requests),
+            phases_ms: [
+                ("decode".to_string(), ms(decoded_at)),
+                ("run".to_string(), ms(ran_at - decoded_at)),
+                ("encode".to_string(), ms(started.elapsed() - ran_at)),
+            ]
+            .into(),
+        };
+        Ok(WorkerResponse { output, metrics })
+    }
+
+    /// COPY's share of this worker: its own files, named for this attempt, so that a
+    /// retry never collides with what a failed attempt left (which no manifest lists).
+    fn write(
+        &self,
+        target: &CopyTarget,
+        schema: &SchemaRef,
+        partitions: &[Vec<RecordBatch>],
+    ) -> Result<Vec<WrittenFile>> {
+        let target = CopyTarget {
+            job: format!("{}-{}", target.job, unique_suffix()),
+            ..target.clone()
+        };
+        let s3 = QuiverOptions::of(self.session.context().state().config_options()).s3();
+        let batches: Vec<RecordBatch> = partitions.iter().flatten().cloned().collect();
+        futures::executor::block_on(write_parts(
+            self.session.runtime(),
+            &s3,
+            &target,
+            schema,
+            &batches,
+        ))
+    }
+
+    /// Puts an output too big for a response under the result prefix; the key is new for
+    /// every attempt, so a retried worker never overwrites what an earlier attempt wrote.
+    fn spill(&self, request: &WorkerRequest, bytes: Vec<u8>) -> Result<String> {
+        let prefix = request.result_prefix.as_deref().ok_or_else(|| {
+            DataFusionError::Execution(format!(
+                "worker {}: the output is {} bytes, over the {} a response can carry, and no \
+                 result prefix is set (QUIVER_RESULT_PREFIX)",
+                request.worker,
+                bytes.len(),
+                request.inline_limit
+            ))
+        })?;
+        let key = result_key(prefix, &request.query_id, request.worker);
+        let s3 = QuiverOptions::of(self.session.context().state().config_options()).s3();
+        futures::executor::block_on(put(self.session.runtime(), &s3, &key, bytes.into()))?;
+        Ok(key)
+    }
+}
+
+/// `prefix/QUERY/worker-N-UNIQUE.arrows`.
+pub fn result_key(prefix: &str, query_id: &str, worker: usize) -> String {
+    format!(
+        "{}/{query_id}/worker-{worker}-{}.arrows",
+        prefix.trim_end_matches('/'),
+        unique_suffix()
+    )
+}
+
+/// Unique enough for keys: time, process and a counter.
+pub fn unique_suffix() -> String {
+    quiver_core::copy::job_id()
+}
+
+/// Writes an object through the runtime's sources (so the query's S3 settings apply).
+pub async fn put(runtime: &QuiverRuntime, s3: &S3Options, path: &str, bytes: Bytes) -> Result<()> {
+    runtime.sources.for_path(path, s3)?.put(path, bytes).await?;
+    Ok(())
+}
+
+/// Reads a spilled output and deletes it.
+pub async fn take(runtime: &QuiverRuntime, s3: &S3Options, path: &str) -> Result<Bytes> {
+    let source = runtime.sources.for_path(path, s3)?;
+    let bytes = source.get(path).await?;
+    source.delete(path).await?;
+    Ok(bytes)
+}
+
+/// Shared by the worker binary and tests: a worker behind an `Arc`, run off the async
+/// threads (its fetches still reach tokio's reactor from there).
+pub async fn handle(worker: Arc<Worker>, request: WorkerRequest) -> Result<WorkerResponse> {
+    tokio::task::spawn_blocking(move || worker.run(&request))
+        .await
+        .map_err(|e| DataFusionError::External(Box::new(e)))?
+}

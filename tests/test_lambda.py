@@ -1,0 +1,336 @@
+"""Quiver on Lambda, end to end: the real coordinator and worker functions (lambda/) run
+under cargo-lambda's emulator (`cargo lambda watch`, which serves the Invoke API and function
+URLs), reading the test bucket on MinIO through the counting S3 proxy. The coordinator
+invokes its workers through the Invoke API of the same emulator.
+
+Checked against DuckDB: TPC-H SF 0.1 by direct invoke and over the function URL with 4
+workers; a worker that fails once (error, panic, crash) is retried and the answer stays
+right; an output over 6 MB travels through the S3 result prefix, which is left empty;
+`quiver query --executor lambda` fans out from this machine; a failing bucket fails the query
+with an error naming it.
+"""
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from harness import REPO, TIMEOUT, parse_csv
+from tpch.compare import difference
+from tpch.tables import QUERIES, prelude, query_sql
+
+WORKERS = 4
+RESULT_PREFIX = "results/"
+# One file per table, split into a bucket per row group so that 4 workers share each scan.
+SETTINGS = {"lambda.workers": str(WORKERS), "quiver.min_bucket_bytes": "0"}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Emulator:
+    """`cargo lambda watch` on 127.0.0.1:port serving the worker and coordinator."""
+
+    def __init__(self, port, process, fault_file, log_path):
+        self.port = port
+        self.process = process
+        self.fault_file = fault_file
+        self.log_path = log_path
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def invoke(self, function, payload, timeout=TIMEOUT):
+        """Direct invoke through the Invoke API path; (status, function error, body)."""
+        request = urllib.request.Request(
+            f"{self.url}/2015-03-31/functions/{function}/invocations",
+            data=json.dumps(payload).encode(), method="POST",
+            headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return (response.status, response.headers.get("X-Amz-Function-Error"),
+                        json.loads(response.read() or b"null"))
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers.get("X-Amz-Function-Error"), json.loads(e.read() or b"null")
+
+    def url_request(self, method, path, body=None, timeout=TIMEOUT):
+        """A function URL request to the coordinator; (status, content type, body bytes)."""
+        request = urllib.request.Request(
+            f"{self.url}/lambda-url/coordinator{path}", method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, response.headers.get("content-type"), response.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers.get("content-type"), e.read()
+
+    def log(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+
+@pytest.fixture(scope="session")
+def emulator(s3, tmp_path_factory):
+    """The emulator with both functions built in debug (into the shared CARGO_TARGET_DIR),
+    up to 8 instances of each, the functions reaching S3 through the proxy."""
+    port = free_port()
+    folder = tmp_path_factory.mktemp("lambda")
+    fault_file = str(folder / "fault")
+    log_path = str(folder / "emulator.log")
+    env = s3.env(
+        # S3 for Quiver only: the SDK's Lambda client must not go to the S3 proxy.
+        AWS_ENDPOINT_URL_S3=s3.endpoint,
+        QUIVER_WORKER_FUNCTION="worker",
+        QUIVER_LAMBDA_ENDPOINT=f"http://127.0.0.1:{port}",
+        QUIVER_RESULT_PREFIX=s3.url(RESULT_PREFIX),
+        QUIVER_FAULT_FILE=fault_file,
+        QUIVER_INVOKE_TIMEOUT_SECS="240",
+        RUST_LOG="warn",
+    )
+    del env["AWS_ENDPOINT_URL"]
+    log = open(log_path, "w")
+    process = subprocess.Popen(
+        ["cargo", "lambda", "watch", "--ignore-changes", "--invoke-address", "127.0.0.1",
+         "--invoke-port", str(port), "--concurrency", "8"],
+        cwd=os.path.join(REPO, "lambda"), env=env, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True)
+    emulator = Emulator(port, process, fault_file, log_path)
+    try:
+        # The first request builds the functions (minutes on a cold cache).
+        deadline = time.time() + 1800
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"cargo lambda watch exited:\n{emulator.log()[-3000:]}",
+                            pytrace=False)
+            try:
+                status, _, body = emulator.url_request("GET", "/health", timeout=600)
+                if status == 200:
+                    break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.time() > deadline:
+                pytest.fail(f"the coordinator never answered /health:\n{emulator.log()[-3000:]}",
+                            pytrace=False)
+            time.sleep(1)
+        yield emulator
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+        log.close()
+
+
+def _prelude(s3):
+    # Views only: the settings travel in the request.
+    return "\n".join(line for line in prelude(s3.url("tpch"), "single", "quiver").splitlines()
+                     if not line.startswith("SET ")) + "\n"
+
+
+def check_csv(oracle, n, text, how):
+    header, rows = parse_csv(text)
+    columns, expected = oracle.expected("single", n)
+    assert len(header) == columns, f"q{n:02d} {how}: columns {header}"
+    problem = difference(expected, rows)
+    assert problem is None, f"q{n:02d} {how}: {problem}"
+
+
+def invoke_query(emulator, sql, settings=None, fmt="csv"):
+    status, error, body = emulator.invoke(
+        "coordinator", {"sql": sql, "format": fmt, "settings": settings or SETTINGS})
+    assert status == 200 and error is None, f"coordinator failed ({status}, {error}): {body}"
+    return body
+
+
+@pytest.mark.parametrize("n", QUERIES)
+def test_tpch_by_direct_invoke(emulator, s3, oracle, n):
+    body = invoke_query(emulator, _prelude(s3) + query_sql(n))
+    check_csv(oracle, n, body["result"], "by direct invoke")
+    workers = body["metrics"]["workers"]
+    assert workers["buckets"] > 0 and workers["requests"] > 0, body["metrics"]
+
+
+@pytest.mark.parametrize("n", QUERIES)
+def test_tpch_over_function_url(emulator, s3, oracle, n):
+    status, content_type, body = emulator.url_request(
+        "POST", "/query", {"sql": _prelude(s3) + query_sql(n), "format": "csv",
+                           "settings": SETTINGS})
+    assert status == 200, body.decode(errors="replace")
+    assert content_type.startswith("text/csv")
+    check_csv(oracle, n, body.decode(), "over the function URL")
+
+
+def test_work_is_spread_over_four_workers(emulator, s3, tpch_data):
+    """The lineitem scan is dealt to 4 workers, each with a share of its row groups."""
+    import pyarrow.parquet as pq
+
+    metadata = pq.ParquetFile(os.path.join(tpch_data, "single", "lineitem.parquet")).metadata
+    # Every row group its own bucket (at most 1 byte per bucket): 7 buckets for 4 workers.
+    body = invoke_query(emulator, "SELECT count(*) AS n, sum(l_quantity) AS q FROM " +
+                        f"'{s3.url('tpch/single/lineitem.parquet')}'", fmt="json",
+                        settings={**SETTINGS, "quiver.max_bucket_bytes": "1"})
+    assert body["result"][0]["n"] == metadata.num_rows
+    workers = body["metrics"]["workers"]
+    assert workers["buckets"] == metadata.num_row_groups, workers
+    # Each worker logs "quiver worker N of QUERY: B buckets, ..."; this query's four.
+    lines = [line for line in emulator.log().splitlines() if "quiver worker " in line]
+    query = lines[-1].split(" of ")[1].split(":")[0]
+    mine = [line for line in lines if f" of {query}:" in line]
+    numbers = sorted(int(line.split("quiver worker ")[1].split(" ")[0]) for line in mine)
+    assert numbers == list(range(WORKERS)), mine
+
+
+def test_function_url_health_and_errors(emulator):
+    status, content_type, body = emulator.url_request("GET", "/health")
+    assert status == 200 and json.loads(body)["status"] == "ok"
+    status, _, body = emulator.url_request("POST", "/query", {"sql": "SELEC 1"})
+    assert status == 400 and "SQL" in json.loads(body)["error"], body
+    status, _, body = emulator.url_request("POST", "/query", {"query": "SELECT 1"})
+    assert status == 400 and "sql" in json.loads(body)["error"], body
+    status, _, body = emulator.url_request("GET", "/nowhere")
+    assert status == 404, body
+
+
+def test_arrow_over_function_url(emulator, s3):
+    import pyarrow as pa
+
+    status, content_type, body = emulator.url_request(
+        "POST", "/query", {"sql": f"SELECT n_name FROM '{s3.url('tpch/single/nation.parquet')}' "
+                                  "ORDER BY n_name LIMIT 3", "format": "arrow"})
+    assert status == 200 and "arrow" in content_type, body[:200]
+    table = pa.ipc.open_file(pa.BufferReader(body)).read_all()
+    assert table.column("n_name").to_pylist() == ["ALGERIA", "ARGENTINA", "BRAZIL"]
+
+
+@pytest.mark.parametrize("n", [1, 3, 18])
+def test_tree_invocation(emulator, s3, oracle, n):
+    """Above the tree threshold (2 here) the coordinator invokes sub-coordinators (itself),
+    each invoking 2 workers and merging their partial aggregates (PartialReduce)."""
+    settings = {**SETTINGS, "lambda.tree_threshold": "2", "quiver.max_bucket_bytes": "1"}
+    body = invoke_query(emulator, _prelude(s3) + query_sql(n), settings=settings)
+    check_csv(oracle, n, body["result"], "through sub-coordinators")
+    assert body["metrics"]["workers"]["sub_coordinators"] >= 2, body["metrics"]
+
+
+@pytest.mark.parametrize("fault", ["error", "panic", "crash"])
+def test_a_worker_that_fails_once_is_retried(emulator, s3, oracle, fault):
+    with open(emulator.fault_file, "w") as f:
+        f.write(fault)
+    body = invoke_query(emulator, _prelude(s3) + query_sql(1))
+    assert not os.path.exists(emulator.fault_file), "no worker took the fault"
+    check_csv(oracle, 1, body["result"], f"after a worker {fault}")
+
+
+def test_an_output_over_6_mb_travels_through_s3(emulator, s3, tpch_data):
+    """Distinct comments: each of 2 workers returns about 9 MB of partial state, more than a
+    response can carry, so each spills under the result prefix; the coordinator reads and
+    deletes it."""
+    import duckdb
+
+    lineitem = s3.url("tpch/single/lineitem.parquet")
+    s3.control.reset()
+    body = invoke_query(emulator, f"SELECT count(DISTINCT l_comment) AS n FROM '{lineitem}'",
+                        settings={"lambda.workers": "2", "quiver.min_bucket_bytes": "0"},
+                        fmt="json")
+    expected = duckdb.sql("SELECT count(DISTINCT l_comment) FROM read_parquet('" +
+                          os.path.join(tpch_data, "single", "lineitem.parquet") +
+                          "')").fetchall()[0][0]
+    assert body["result"] == [{"n": expected}]
+    counts = s3.control.stats()["counts"]
+    deletes = counts.get("DeleteObject", 0) + counts.get("DeleteObjects", 0)
+    assert counts.get("PutObject") == 2 and deletes == 2, counts
+    assert body["metrics"]["workers"]["rows"] > 2 * 100_000, body["metrics"]
+    left = s3.client().list_objects_v2(Bucket=s3.bucket, Prefix=RESULT_PREFIX)
+    assert left.get("KeyCount", 0) == 0, left.get("Contents")
+
+
+def test_a_worker_that_keeps_failing_fails_the_query_naming_its_bucket(emulator, s3):
+    """Every worker attempt fails: after its retries the query fails, the error names the
+    worker's bucket and the cause, and no partial result comes back as a result."""
+    sql = f"SELECT sum(id) AS s FROM '{s3.url('small/')}*.parquet'"
+    settings = {"lambda.retries": "1", "lambda.workers": "2"}
+    with open(emulator.fault_file, "w") as f:
+        f.write("error always")
+    try:
+        status, error, body = emulator.invoke(
+            "coordinator", {"sql": sql, "format": "json", "settings": settings})
+    finally:
+        os.remove(emulator.fault_file)
+    # (The emulator does not set X-Amz-Function-Error; AWS does. The body says it.)
+    assert "result" not in body and "errorMessage" in body, (error, body)
+    message = body["errorMessage"]
+    assert "failed after 2 attempts" in message, message
+    assert "bucket s3://quiver-test/small/ids-" in message, message
+    assert "injected fault: error" in message, message
+    ok = invoke_query(emulator, sql, settings=settings, fmt="json")
+    assert ok["result"] == [{"s": sum(s3.small.values())}]
+
+
+def test_cli_fans_out_to_the_emulator(emulator, s3, quiver, oracle):
+    env = s3.env(AWS_ENDPOINT_URL_S3=s3.endpoint, QUIVER_RESULT_PREFIX=s3.url(RESULT_PREFIX))
+    del env["AWS_ENDPOINT_URL"]
+    sql = "SET quiver.min_bucket_bytes = 0;\n" + _prelude(s3) + query_sql(6)
+    proc = subprocess.run(
+        [quiver.path, "query", "--format", "csv", "--executor", "lambda", "--function", "worker",
+         "--workers", "3", "--lambda-endpoint", emulator.url, "--profile", "-"],
+        input=sql, capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    assert proc.returncode == 0, proc.stderr
+    check_csv(oracle, 6, proc.stdout, "from the CLI")
+    assert "lambda workers:" in proc.stderr, proc.stderr
+
+
+def test_cli_lambda_needs_a_function(quiver):
+    proc = quiver.run("query", "--executor", "lambda", "SELECT 1")
+    assert proc.returncode != 0 and "--function" in proc.stderr, proc.stderr
+
+
+def test_copy_is_written_by_the_workers_and_reads_back_equal(emulator, s3, tpch_data, quiver):
+    """A fanned-out COPY: each of 4 workers writes its own files; the coordinator writes
+    the manifest last. Reading the output back gives the query's rows."""
+    import duckdb
+
+    lineitem = s3.url("tpch/single/lineitem.parquet")
+    prefix = "copy-out/"
+    client = s3.client()
+    for old in client.list_objects_v2(Bucket=s3.bucket, Prefix=prefix).get("Contents", []):
+        client.delete_object(Bucket=s3.bucket, Key=old["Key"])
+    query = ("SELECT l_orderkey, l_linenumber, l_quantity, l_returnflag FROM {} "
+             "WHERE l_shipdate < DATE '1993-01-01'")
+    body = invoke_query(emulator, f"COPY ({query.format(repr(lineitem))}) TO "
+                                  f"'{s3.url(prefix)}' (FORMAT parquet, PARTITION_BY (l_returnflag))",
+                        fmt="json")
+    local = os.path.join(tpch_data, "single", "lineitem.parquet")
+    expected = sorted(duckdb.sql(query.format(repr(local))).fetchall())
+    assert body["result"][0]["rows"] == len(expected)
+    manifest = json.loads(client.get_object(Bucket=s3.bucket,
+                                            Key=prefix + "_quiver_manifest.json")["Body"].read())
+    keys = sorted(o["Key"] for o in client.list_objects_v2(Bucket=s3.bucket,
+                                                           Prefix=prefix)["Contents"])
+    assert sorted(f["path"] for f in manifest["files"]) == \
+        sorted(s3.url(k) for k in keys if k.endswith(".parquet"))
+    # Files come from several workers: their names carry each worker's own job suffix.
+    jobs = {f["path"].rsplit("/part-", 1)[1] for f in manifest["files"]}
+    assert len(jobs) >= WORKERS, jobs
+    # Read back with quiver itself, hive columns from the folder names.
+    env = s3.env()
+    back = subprocess.run(
+        [quiver.path, "query", "--format", "csv",
+         "SELECT l_orderkey, l_linenumber, l_quantity, l_returnflag FROM read_parquet("
+         f"'{s3.url(prefix)}**/*.parquet', hive_partitioning => true)"],
+        capture_output=True, text=True, env=env, timeout=TIMEOUT)
+    assert back.returncode == 0, back.stderr
+    _, rows = parse_csv(back.stdout)
+    actual = sorted((int(a), int(b), float(c), d) for a, b, c, d in rows)
+    assert actual == sorted((a, b, float(c), d) for a, b, c, d in expected)
