@@ -192,7 +192,15 @@ pub async fn fetch_ranges(
     cache: &BlockCache,
     metrics: &QueryMetrics,
 ) -> Result<FetchedBytes> {
-    let Lookup { mut held, missing } = cache.lookup(object, ranges);
+    // A cache of size 0 is off: it neither keeps nor serves (what other queries left).
+    let Lookup { mut held, missing } = if options.block_cache_bytes == 0 {
+        Lookup {
+            held: vec![],
+            missing: ranges.to_vec(),
+        }
+    } else {
+        cache.lookup(object, ranges)
+    };
     let cache_hit_bytes = held.iter().map(|(_, b)| b.len() as u64).sum();
     QueryMetrics::add(&metrics.cache_hit_bytes, cache_hit_bytes);
     let plan = coalesce(&missing, options);

@@ -29,7 +29,7 @@ use datafusion_proto::bytes::{
 };
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 use futures::future::try_join_all;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 
 use crate::bucket::Bucket;
 use crate::copy::{CopyTarget, WrittenFile};
@@ -311,8 +311,10 @@ pub fn run_fragment(
     run_partitions(&decode(bytes, context)?, context, pool)
 }
 
-/// Runs every partition of a decoded fragment: each partition's bytes are fetched on
-/// this thread, then computed on `pool`, at most one partition per thread ahead.
+/// Runs every partition of a decoded fragment. Partitions are fetched on this thread,
+/// several at once (one bucket's round trips hide behind another's), and each is computed
+/// on `pool` as soon as its bytes are in: a compute thread never waits on I/O. Fetched bytes
+/// are bounded by the runtime's memory budget.
 pub fn run_partitions(
     fragment: &Arc<dyn ExecutionPlan>,
     context: &Arc<TaskContext>,
@@ -324,13 +326,36 @@ pub fn run_partitions(
     let runtime = QuiverRuntime::of(context.session_config())?;
     let options = QuiverOptions::of(context.session_config().options());
     let count = scan.partitions().len();
-    let in_flight_limit = pool.current_num_threads() + 1;
+    let prefetch = (pool.current_num_threads() * 2).max(4);
     let (sender, receiver) = mpsc::channel::<(usize, Result<Vec<RecordBatch>>)>();
+    let mut spawned = 0;
+    let fetched: Result<()> = futures::executor::block_on(async {
+        let (scan, runtime, options) = (&scan, &runtime, &options);
+        let mut fetches = futures::stream::iter(0..count)
+            .map(|partition| async move {
+                (
+                    partition,
+                    scan.fetch_partition(partition, runtime, options).await,
+                )
+            })
+            .buffer_unordered(prefetch);
+        while let Some((partition, inputs)) = fetches.next().await {
+            let instance = with_scan(fragment, Arc::new(scan.with_fetched(partition, inputs?)?))?;
+            let (sender, context) = (sender.clone(), Arc::clone(context));
+            pool.spawn(move || {
+                let computed = instance
+                    .execute(0, context)
+                    .and_then(|stream| futures::executor::block_on(stream.try_collect::<Vec<_>>()));
+                let _ = sender.send((partition, computed));
+            });
+            spawned += 1;
+        }
+        Ok(())
+    });
+    drop(sender);
     let mut results: Vec<Option<Vec<RecordBatch>>> = vec![None; count];
-    let mut in_flight = 0;
-    let mut first_error = None;
-    let receive = |results: &mut Vec<Option<Vec<RecordBatch>>>,
-                   first_error: &mut Option<DataFusionError>| {
+    let mut first_error = fetched.err();
+    for _ in 0..spawned {
         if let Ok((index, result)) = receiver.recv() {
             match result {
                 Ok(batches) => results[index] = Some(batches),
@@ -339,37 +364,6 @@ pub fn run_partitions(
                 }
             }
         }
-    };
-    for partition in 0..count {
-        if in_flight >= in_flight_limit {
-            receive(&mut results, &mut first_error);
-            in_flight -= 1;
-        }
-        if first_error.is_some() {
-            break;
-        }
-        // Fetch here, outside the pool: a compute thread never waits on I/O.
-        let inputs = match futures::executor::block_on(
-            scan.fetch_partition(partition, &runtime, &options),
-        ) {
-            Ok(inputs) => inputs,
-            Err(e) => {
-                first_error = Some(e);
-                break;
-            }
-        };
-        let instance = with_scan(fragment, Arc::new(scan.with_fetched(partition, inputs)?))?;
-        let (sender, context) = (sender.clone(), Arc::clone(context));
-        pool.spawn(move || {
-            let computed = instance
-                .execute(0, context)
-                .and_then(|stream| futures::executor::block_on(stream.try_collect::<Vec<_>>()));
-            let _ = sender.send((partition, computed));
-        });
-        in_flight += 1;
-    }
-    for _ in 0..in_flight {
-        receive(&mut results, &mut first_error);
     }
     if let Some(error) = first_error {
         return Err(error);
