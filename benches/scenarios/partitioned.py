@@ -5,9 +5,9 @@ lineitem-only queries Q1 and Q6, cold and hot. The number that matters is each e
 single/partitioned ratio: above 1x, the engine is slower on one big file than on 16 pieces of it
 (it does not split one file across its threads as well as it spreads files).
 
-TODO(lambda): run the same two layouts through the Lambda fan-out with 8 emulated workers
-(`cargo lambda watch`), as a `quiver-lambda` engine (see engines.make), when the Lambda
-executor lands.
+The Lambda fan-out is measured by scenario `lambda` (benches/scenarios/lambda.py: 1, 2, 4
+and 8 workers under cargo-lambda's emulator), which supersedes the 8-emulated-workers variant
+of this scenario once planned here.
 """
 import os
 
