@@ -21,7 +21,8 @@ use tokio::sync::Mutex;
 
 use crate::executor::{LambdaRunner, SubResult};
 use crate::protocol::{encode_partitions, to_base64, Output, WorkerRequest, WorkerResponse};
-use crate::worker::{put, result_key};
+use crate::worker::result_key;
+use quiver_core::copy::put;
 
 /// Lambda's limit for a synchronous response (and a function URL's body), less room for
 /// the envelope.

@@ -28,7 +28,7 @@ use crate::options::LambdaOptions;
 use crate::protocol::{
     decode_partitions, from_base64, to_base64, Output, WorkerMetrics, WorkerRequest, WorkerResponse,
 };
-use crate::worker::{take, unique_suffix};
+use crate::worker::take;
 
 pub struct LambdaRunner {
     invoker: Invoker,
@@ -200,7 +200,7 @@ impl LambdaRunner {
         let bytes: u64 = buckets.iter().map(|b| b.bytes).sum();
         let shares = assign_to_workers(&buckets, options.worker_count(bytes, buckets.len()));
         let base = WorkerRequest {
-            query_id: format!("q-{}", unique_suffix()),
+            query_id: format!("q-{}", quiver_core::copy::job_id()),
             worker: 0,
             fragment: to_base64(&fragment.template()?),
             files: vec![],

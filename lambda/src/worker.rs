@@ -10,7 +10,7 @@ use bytes::Bytes;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::error::{DataFusionError, Result};
-use quiver_core::copy::{write_parts, CopyTarget, WrittenFile};
+use quiver_core::copy::{job_id, put, write_parts, CopyTarget, WrittenFile};
 use quiver_core::fragment::{decode, over_buckets, run_partitions};
 use quiver_core::metrics::QueryMetrics;
 use quiver_core::options::QuiverOptions;
@@ -90,7 +90,7 @@ impl Worker {
         partitions: &[Vec<RecordBatch>],
     ) -> Result<Vec<WrittenFile>> {
         let target = CopyTarget {
-            job: format!("{}-{}", target.job, unique_suffix()),
+            job: format!("{}-{}", target.job, job_id()),
             ..target.clone()
         };
         let s3 = QuiverOptions::of(self.session.context().state().config_options()).s3();
@@ -128,19 +128,8 @@ pub fn result_key(prefix: &str, query_id: &str, worker: usize) -> String {
     format!(
         "{}/{query_id}/worker-{worker}-{}.arrows",
         prefix.trim_end_matches('/'),
-        unique_suffix()
+        job_id()
     )
-}
-
-/// Unique enough for keys: time, process and a counter.
-pub fn unique_suffix() -> String {
-    quiver_core::copy::job_id()
-}
-
-/// Writes an object through the runtime's sources (so the query's S3 settings apply).
-pub async fn put(runtime: &QuiverRuntime, s3: &S3Options, path: &str, bytes: Bytes) -> Result<()> {
-    runtime.sources.for_path(path, s3)?.put(path, bytes).await?;
-    Ok(())
 }
 
 /// Reads a spilled output and deletes it.

@@ -321,7 +321,8 @@ fn properties() -> WriterProperties {
         .build()
 }
 
-async fn put(runtime: &QuiverRuntime, s3: &S3Options, path: &str, bytes: Bytes) -> Result<()> {
+/// Writes one object through the runtime's sources (so the query's S3 settings apply).
+pub async fn put(runtime: &QuiverRuntime, s3: &S3Options, path: &str, bytes: Bytes) -> Result<()> {
     runtime.sources.for_path(path, s3)?.put(path, bytes).await?;
     Ok(())
 }
