@@ -44,7 +44,8 @@ impl Worker {
         let template = decode(&from_base64(&request.fragment)?, &context)?;
         let plan = over_buckets(&template, request.files.clone(), request.buckets.clone())?;
         let decoded_at = started.elapsed();
-        let partitions = run_partitions(&plan, &context, self.session.pool())?;
+        let partitions =
+            futures::executor::block_on(run_partitions(&plan, &context, self.session.pool()))?;
         let ran_at = started.elapsed();
         let output = match &request.write {
             Some(target) => Output::Written(self.write(target, &plan.schema(), &partitions)?),

@@ -12,7 +12,7 @@ use parquet::schema::types::SchemaDescriptor;
 
 use crate::cache::{BlockCache, Lookup, BLOCK_CACHE_BYTES};
 use crate::error::Result;
-use crate::metrics::QueryMetrics;
+use crate::metrics::{QueryMetrics, SpanKind};
 use crate::source::{ObjectMeta, ObjectSource};
 
 /// 1 MiB: a gap smaller than this costs less to read through than a request's latency
@@ -191,6 +191,7 @@ pub async fn fetch_ranges(
     options: &FetchOptions,
     cache: &BlockCache,
     metrics: &QueryMetrics,
+    lane: &str,
 ) -> Result<FetchedBytes> {
     // A cache of size 0 is off: it neither keeps nor serves (what other queries left).
     let Lookup { mut held, missing } = if options.block_cache_bytes == 0 {
@@ -206,8 +207,13 @@ pub async fn fetch_ranges(
     let plan = coalesce(&missing, options);
     let fetched: Vec<(u64, Bytes)> = stream::iter(plan)
         .map(|range| async move {
+            let started = metrics.timeline.begin();
             let bytes = source.get_range(object, range.clone()).await?;
             metrics.record_read(bytes.len() as u64);
+            let size = bytes.len() as u64;
+            metrics
+                .timeline
+                .end(started, SpanKind::Data, lane.to_string(), size);
             Ok::<_, crate::error::QuiverError>((range.start, bytes))
         })
         .buffer_unordered(options.max_concurrent_requests.max(1))

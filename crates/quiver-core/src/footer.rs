@@ -10,7 +10,7 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
 use crate::cache::BlockCache;
 use crate::error::{QuiverError, Result};
-use crate::metrics::QueryMetrics;
+use crate::metrics::{file_name, QueryMetrics, SpanKind};
 use crate::source::{ObjectMeta, ObjectSource};
 
 /// 512 KiB: large enough for the footer of files with thousands of row groups, small enough
@@ -120,8 +120,12 @@ async fn fetch(
     end: u64,
     metrics: &QueryMetrics,
 ) -> Result<Bytes> {
+    let started = metrics.timeline.begin();
     let bytes = source.get_range(meta, start..end).await?;
     metrics.record_read(bytes.len() as u64);
     QueryMetrics::add(&metrics.footer_requests, 1);
+    let lane = format!("{} footer", file_name(&meta.path));
+    let size = bytes.len() as u64;
+    metrics.timeline.end(started, SpanKind::Footer, lane, size);
     Ok(bytes)
 }

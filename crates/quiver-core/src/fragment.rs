@@ -7,7 +7,6 @@
 //! runs it over the fragments' outputs (final aggregate, joins, sort, limit).
 
 use std::io::Cursor;
-use std::sync::mpsc;
 use std::sync::Arc;
 
 use datafusion::arrow::array::RecordBatch;
@@ -32,7 +31,9 @@ use futures::future::try_join_all;
 use futures::{StreamExt, TryStreamExt};
 
 use crate::bucket::Bucket;
+use crate::compute::ComputePool;
 use crate::copy::{CopyTarget, WrittenFile};
+use crate::metrics::SpanKind;
 use crate::options::QuiverOptions;
 use crate::runtime::QuiverRuntime;
 use crate::scan::{BucketScanExec, ScanFile, ScanSummary};
@@ -211,7 +212,7 @@ pub trait FragmentRunner: Send + Sync {
 }
 
 /// Fragments on a local rayon pool, as the browser runs them.
-pub struct RayonRunner<'a>(pub &'a rayon::ThreadPool);
+pub struct RayonRunner<'a>(pub &'a ComputePool);
 
 #[async_trait::async_trait]
 impl FragmentRunner for RayonRunner<'_> {
@@ -220,7 +221,7 @@ impl FragmentRunner for RayonRunner<'_> {
         fragment: &Fragment,
         context: &Arc<TaskContext>,
     ) -> Result<Vec<Vec<RecordBatch>>> {
-        run_fragment(&fragment.bytes, context, self.0)
+        run_fragment(&fragment.bytes, context, self.0).await
     }
 }
 
@@ -236,7 +237,30 @@ pub async fn execute_with_fragments(
     travelling_fragments(&plan, &context, &mut found)?;
     let outputs = try_join_all(found.iter().map(|f| runner.run(f, &context))).await?;
     let coordinator = substitute(plan, &found, &outputs)?;
-    collect(coordinator, context).await
+    merge(coordinator, context).await
+}
+
+/// The coordinator's part of a plan, over the fragments' outputs in memory.
+#[cfg(not(target_arch = "wasm32"))]
+async fn merge(
+    plan: Arc<dyn ExecutionPlan>,
+    context: Arc<TaskContext>,
+) -> Result<Vec<RecordBatch>> {
+    collect(plan, context).await
+}
+
+/// In the browser no tokio runtime drives the event loop, and DataFusion's exchanges spawn
+/// tokio tasks; with every input already in memory, a current-thread runtime runs this part
+/// to its end without waiting on anything outside it.
+#[cfg(target_arch = "wasm32")]
+async fn merge(
+    plan: Arc<dyn ExecutionPlan>,
+    context: Arc<TaskContext>,
+) -> Result<Vec<RecordBatch>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| DataFusionError::External(Box::new(e)))?;
+    runtime.block_on(collect(plan, context))
 }
 
 /// The fragments of `plan` that travel, outermost first.
@@ -303,72 +327,64 @@ fn substitute(
 }
 
 /// One fragment, all its partitions: fetch the next partition while earlier ones compute.
-pub fn run_fragment(
+pub async fn run_fragment(
     bytes: &[u8],
     context: &Arc<TaskContext>,
-    pool: &rayon::ThreadPool,
+    pool: &ComputePool,
 ) -> Result<Vec<Vec<RecordBatch>>> {
-    run_partitions(&decode(bytes, context)?, context, pool)
+    run_partitions(&decode(bytes, context)?, context, pool).await
 }
 
-/// Runs every partition of a decoded fragment. Partitions are fetched on this thread,
-/// several at once (one bucket's round trips hide behind another's), and each is computed
-/// on `pool` as soon as its bytes are in: a compute thread never waits on I/O. Fetched bytes
-/// are bounded by the runtime's memory budget.
-pub fn run_partitions(
+/// Runs every partition of a decoded fragment. Partitions are fetched by the caller's
+/// task, several at once (one bucket's round trips hide behind another's), and each is
+/// computed on `pool` as soon as its bytes are in: a compute thread never waits on I/O,
+/// and the thread driving I/O never computes (except with `ComputePool::Inline`).
+/// Fetched bytes are bounded by the runtime's memory budget.
+pub async fn run_partitions(
     fragment: &Arc<dyn ExecutionPlan>,
     context: &Arc<TaskContext>,
-    pool: &rayon::ThreadPool,
+    pool: &ComputePool,
 ) -> Result<Vec<Vec<RecordBatch>>> {
     let scan = scan_of(fragment)
         .ok_or_else(|| DataFusionError::Internal("fragment without a scan".into()))?
         .clone();
     let runtime = QuiverRuntime::of(context.session_config())?;
     let options = QuiverOptions::of(context.session_config().options());
+    let metrics = runtime.metrics();
     let count = scan.partitions().len();
-    let prefetch = (pool.current_num_threads() * 2).max(4);
-    let (sender, receiver) = mpsc::channel::<(usize, Result<Vec<RecordBatch>>)>();
-    let mut spawned = 0;
-    let fetched: Result<()> = futures::executor::block_on(async {
-        let (scan, runtime, options) = (&scan, &runtime, &options);
-        let mut fetches = futures::stream::iter(0..count)
-            .map(|partition| async move {
-                (
-                    partition,
-                    scan.fetch_partition(partition, runtime, options).await,
-                )
-            })
-            .buffer_unordered(prefetch);
-        while let Some((partition, inputs)) = fetches.next().await {
-            let instance = with_scan(fragment, Arc::new(scan.with_fetched(partition, inputs?)?))?;
-            let (sender, context) = (sender.clone(), Arc::clone(context));
-            pool.spawn(move || {
-                let computed = instance
-                    .execute(0, context)
-                    .and_then(|stream| futures::executor::block_on(stream.try_collect::<Vec<_>>()));
-                let _ = sender.send((partition, computed));
+    let prefetch = (pool.threads() * 2).max(4);
+    let (scan, runtime, options) = (&scan, &runtime, &options);
+    let mut fetches = futures::stream::iter(0..count)
+        .map(|partition| async move {
+            (
+                partition,
+                scan.fetch_partition(partition, runtime, options).await,
+            )
+        })
+        .buffer_unordered(prefetch);
+    let mut computing = futures::stream::FuturesUnordered::new();
+    while let Some((partition, inputs)) = fetches.next().await {
+        let instance = with_scan(fragment, Arc::new(scan.with_fetched(partition, inputs?)?))?;
+        let (context, metrics) = (Arc::clone(context), Arc::clone(&metrics));
+        let lane = scan.partitions()[partition]
+            .first()
+            .map_or_else(|| format!("partition {partition}"), |b| scan.lane(b));
+        let computed = pool.start(move || {
+            let span = metrics.timeline.begin();
+            let computed = instance.execute(0, context).and_then(|stream| {
+                futures::executor::block_on(stream.try_collect::<Vec<_>>())
             });
-            spawned += 1;
-        }
-        Ok(())
-    });
-    drop(sender);
-    let mut results: Vec<Option<Vec<RecordBatch>>> = vec![None; count];
-    let mut first_error = fetched.err();
-    for _ in 0..spawned {
-        if let Ok((index, result)) = receiver.recv() {
-            match result {
-                Ok(batches) => results[index] = Some(batches),
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
+            metrics.timeline.end(span, SpanKind::Compute, lane, 0);
+            computed
+        });
+        computing.push(async move { Ok::<_, DataFusionError>((partition, computed.await?)) });
     }
-    if let Some(error) = first_error {
-        return Err(error);
+    let mut results: Vec<Vec<RecordBatch>> = vec![vec![]; count];
+    while let Some(done) = computing.next().await {
+        let (partition, batches) = done?;
+        results[partition] = batches;
     }
-    Ok(results.into_iter().map(Option::unwrap_or_default).collect())
+    Ok(results)
 }
 
 /// datafusion-proto codec for our scan: the scan is data (schema, files, buckets), so it

@@ -2,15 +2,18 @@
 //! source trait, object storage). Modules follow the flow of a query, top to bottom;
 //! none imports one above it.
 //!
-//! source → cache → footer → prune → bucket → fetch → scan → copy → table → fragment → session → format
+//! source → cache → footer → prune → bucket → fetch → scan → copy → table → compute → fragment →
+//! session → format
 
 pub mod bucket;
 pub mod cache;
+pub mod compute;
 pub mod copy;
 pub mod error;
 pub mod fetch;
 pub mod footer;
 pub mod format;
+pub mod inspect;
 pub mod fragment;
 pub mod metrics;
 pub mod options;

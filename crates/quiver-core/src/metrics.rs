@@ -2,8 +2,11 @@
 //! atomics shared by every bucket of a query, read by `--profile` and the progress bar.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
+
+use serde::Serialize;
+use web_time::Instant;
 
 #[derive(Debug, Default)]
 pub struct QueryMetrics {
@@ -24,6 +27,71 @@ pub struct QueryMetrics {
     pub bytes_planned: AtomicU64,
     pub rows_out: AtomicU64,
     phases: Mutex<Vec<(&'static str, Duration)>>,
+    /// Every request and bucket computation over time, for the profile's waterfall.
+    pub timeline: Timeline,
+}
+
+/// 20,000 spans at most: a picture of a query, not a trace of every request of a huge one.
+const MAX_SPANS: usize = 20_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpanKind {
+    /// A request for a footer.
+    Footer,
+    /// A request for column chunks.
+    Data,
+    /// Decoding and computing one bucket.
+    Compute,
+}
+
+/// One request or computation: which lane (file and row groups, or bucket) and when, in
+/// milliseconds since the query began.
+#[derive(Debug, Clone, Serialize)]
+pub struct Span {
+    pub kind: SpanKind,
+    pub lane: String,
+    pub start_ms: f64,
+    pub end_ms: f64,
+    pub bytes: u64,
+}
+
+/// The last part of a path, to name lanes.
+pub fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+#[derive(Debug, Default)]
+pub struct Timeline {
+    origin: OnceLock<Instant>,
+    spans: Mutex<Vec<Span>>,
+}
+
+impl Timeline {
+    /// Marks a span's start (the first mark is the timeline's origin).
+    pub fn begin(&self) -> Instant {
+        self.origin.get_or_init(Instant::now);
+        Instant::now()
+    }
+
+    pub fn end(&self, started: Instant, kind: SpanKind, lane: String, bytes: u64) {
+        let origin = *self.origin.get_or_init(Instant::now);
+        let ms = |t: Instant| t.saturating_duration_since(origin).as_secs_f64() * 1e3;
+        let mut spans = self.spans.lock().unwrap_or_else(|p| p.into_inner());
+        if spans.len() < MAX_SPANS {
+            spans.push(Span {
+                kind,
+                lane,
+                start_ms: ms(started),
+                end_ms: ms(Instant::now()),
+                bytes,
+            });
+        }
+    }
+
+    pub fn spans(&self) -> Vec<Span> {
+        self.spans.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }
 
 impl QueryMetrics {

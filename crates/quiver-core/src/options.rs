@@ -56,8 +56,9 @@ impl QuiverOptions {
 
     pub fn s3(&self) -> S3Options {
         S3Options {
-            endpoint: self.s3_endpoint.clone(),
-            region: self.s3_region.clone(),
+            // An empty value (SET quiver.s3_region = '') is the default again.
+            endpoint: self.s3_endpoint.clone().filter(|e| !e.is_empty()),
+            region: self.s3_region.clone().filter(|r| !r.is_empty()),
             anonymous: self.s3_anonymous
                 || std::env::var("AWS_SKIP_SIGNATURE")
                     .is_ok_and(|v| v.eq_ignore_ascii_case("true")),

@@ -60,6 +60,7 @@ impl QuiverRuntime {
     /// Starts a query's metrics afresh and returns them.
     pub fn begin_query(&self) -> Arc<QueryMetrics> {
         let fresh = Arc::new(QueryMetrics::default());
+        fresh.timeline.begin(); // the query's time origin
         *self.metrics.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&fresh);
         fresh
     }

@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bucket::Bucket;
 use crate::fetch::{column_chunk_ranges, fetch_ranges, leaf_columns, FetchedBytes};
-use crate::metrics::QueryMetrics;
+use crate::metrics::{file_name, QueryMetrics};
 use crate::options::QuiverOptions;
 use crate::runtime::QuiverRuntime;
 use crate::source::{ObjectMeta, ObjectSource};
@@ -377,6 +377,18 @@ struct BucketInput {
 }
 
 impl BucketScanExec {
+    /// A bucket's name on the profile's timeline: its file and row groups.
+    pub fn lane(&self, bucket: &Bucket) -> String {
+        let file = self
+            .files
+            .get(bucket.file)
+            .map_or("?", |f| file_name(&f.meta.path));
+        match (bucket.row_groups.first(), bucket.row_groups.last()) {
+            (Some(first), Some(last)) => format!("{file} rg {first}-{last}"),
+            _ => file.to_string(),
+        }
+    }
+
     async fn read_bucket(
         &self,
         runtime: &QuiverRuntime,
@@ -401,6 +413,7 @@ impl BucketScanExec {
             parquet_to_arrow_schema(descriptor, metadata.file_metadata().key_value_metadata())?;
         let leaves = leaf_columns(descriptor, &stored, &self.projected_file_columns());
         let ranges = column_chunk_ranges(&metadata, &bucket.row_groups, &leaves);
+        let lane = self.lane(bucket);
         let fetched = fetch_ranges(
             source.as_ref(),
             meta,
@@ -408,6 +421,7 @@ impl BucketScanExec {
             &options.fetch(),
             &runtime.blocks,
             metrics,
+            &lane,
         )
         .await?;
 

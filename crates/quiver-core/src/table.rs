@@ -321,7 +321,7 @@ impl TableProvider for QuiverTable {
         let settings = QuiverOptions::of(state.config().options());
         let (s3, cache_bytes) = (&settings.s3(), settings.block_cache_bytes);
         let metrics = runtime.metrics();
-        let started = std::time::Instant::now();
+        let started = web_time::Instant::now();
         let (kept, listing_batch) = self.kept_files(state, filters)?;
         QueryMetrics::add(
             &metrics.files_pruned,

@@ -5,7 +5,7 @@ mod listing_only;
 mod relations;
 
 use std::sync::Arc;
-use std::time::Instant;
+use web_time::Instant;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::array::{ArrayRef, UInt64Array};
@@ -19,6 +19,7 @@ use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
+use crate::compute::ComputePool;
 use crate::copy;
 use crate::fragment::{execute_with_fragments, travelling_fragments, FragmentRunner, RayonRunner};
 use crate::metrics::QueryMetrics;
@@ -72,7 +73,7 @@ pub struct QuiverSession {
     context: SessionContext,
     runtime: Arc<QuiverRuntime>,
     tables: Arc<relations::ResolvedTables>,
-    pool: rayon::ThreadPool,
+    pool: ComputePool,
     options: SessionOptions,
     remote: Option<Arc<dyn FragmentRunner>>,
 }
@@ -94,16 +95,19 @@ impl QuiverSession {
             .with_extension(Arc::clone(&runtime))
             .with_option_extension(QuiverOptions::default());
         let context = SessionContext::new_with_config(config);
+        // Our scan hands DataFusion bytes already fetched, yet DataFusion still looks up the
+        // store of its URL (file:///), which the browser build has none of.
+        #[cfg(target_arch = "wasm32")]
+        context.register_object_store(
+            datafusion::execution::object_store::ObjectStoreUrl::local_filesystem().as_ref(),
+            Arc::new(object_store::memory::InMemory::new()),
+        );
         let tables = Arc::new(relations::ResolvedTables::default());
         context.register_relation_planner(Arc::new(relations::PathTablePlanner {
             tables: Arc::clone(&tables),
         }))?;
         context.add_optimizer_rule(Arc::new(listing_only::ListingOnlyRule));
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(options.threads.max(1))
-            .thread_name(|i| format!("quiver-compute-{i}"))
-            .build()
-            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let pool = ComputePool::for_target(options.threads)?;
         Ok(Self {
             context,
             runtime,
@@ -120,7 +124,7 @@ impl QuiverSession {
         self
     }
 
-    pub fn pool(&self) -> &rayon::ThreadPool {
+    pub fn pool(&self) -> &ComputePool {
         &self.pool
     }
 

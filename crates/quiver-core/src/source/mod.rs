@@ -28,7 +28,7 @@ pub use listing::{
 };
 pub use local::LocalSource;
 use s3::s3_source;
-pub use s3::S3Options;
+pub use s3::{S3Credentials, S3Options};
 
 /// One object as a listing sees it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -81,9 +81,18 @@ pub trait ObjectSource: Debug + Send + Sync {
 #[derive(Debug, Default)]
 pub struct Sources {
     remote: Mutex<HashMap<(String, S3Options), Arc<dyn ObjectSource>>>,
+    credentials: Mutex<Option<S3Credentials>>,
 }
 
 impl Sources {
+    /// Signs S3 requests with these keys from now on (`None` forgets them); sources made
+    /// with the old keys are dropped.
+    pub fn set_s3_credentials(&self, credentials: Option<S3Credentials>) {
+        *self.credentials.lock().unwrap_or_else(|p| p.into_inner()) = credentials;
+        let mut sources = self.remote.lock().unwrap_or_else(|p| p.into_inner());
+        sources.retain(|(key, _), _| !key.starts_with("s3://"));
+    }
+
     pub fn for_path(&self, path: &str, s3: &S3Options) -> Result<Arc<dyn ObjectSource>> {
         let (scheme, rest) = match path.split_once("://") {
             None | Some(("file", _)) => return Ok(Arc::new(LocalSource)),
@@ -115,7 +124,12 @@ impl Sources {
         let made: Arc<dyn ObjectSource> = if scheme.starts_with("http") {
             Arc::new(HttpSource::new(&key)?)
         } else {
-            Arc::new(s3_source(&key["s3://".len()..], &s3)?)
+            let credentials = self.credentials.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::new(s3_source(
+                &key["s3://".len()..],
+                &s3,
+                credentials.as_ref(),
+            )?)
         };
         sources.insert((key, s3), Arc::clone(&made));
         Ok(made)

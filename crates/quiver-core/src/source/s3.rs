@@ -28,6 +28,23 @@ pub struct S3Options {
     pub path_style: Option<bool>,
 }
 
+/// Keys a program hands over (the web page's user types them): kept in memory, never in
+/// settings, so `SHOW ALL` and plans never carry them; `Debug` prints no secret.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct S3Credentials {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub session_token: Option<String>,
+}
+
+impl std::fmt::Debug for S3Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Credentials")
+            .field("access_key_id", &self.access_key_id)
+            .finish_non_exhaustive()
+    }
+}
+
 /// 5 retries over at most 60 s: S3's advice for SlowDown is to back off and retry.
 fn retry() -> RetryConfig {
     RetryConfig {
@@ -55,12 +72,30 @@ fn on_ec2() -> bool {
         || read("/sys/hypervisor/uuid").starts_with("ec2")
 }
 
-pub fn s3_source(bucket: &str, options: &S3Options) -> Result<StoreSource> {
+#[cfg(not(target_arch = "wasm32"))]
+const NO_CREDENTIALS: &str = "no AWS credentials found: set AWS_ACCESS_KEY_ID and \
+    AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or read a public bucket with --anonymous";
+#[cfg(target_arch = "wasm32")]
+const NO_CREDENTIALS: &str = "no AWS credentials: enter an access key and secret, use a \
+    presigned https:// URL, or read a public bucket anonymously (quiver.s3_anonymous)";
+
+pub fn s3_source(
+    bucket: &str,
+    options: &S3Options,
+    credentials: Option<&S3Credentials>,
+) -> Result<StoreSource> {
     let mut builder = AmazonS3Builder::from_env()
         .with_bucket_name(bucket)
         .with_retry(retry());
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    if env("AWS_ACCESS_KEY_ID").is_none() && !options.anonymous {
+    if let Some(keys) = credentials.filter(|_| !options.anonymous) {
+        builder = builder
+            .with_access_key_id(&keys.access_key_id)
+            .with_secret_access_key(&keys.secret_access_key);
+        if let Some(token) = &keys.session_token {
+            builder = builder.with_token(token);
+        }
+    } else if env("AWS_ACCESS_KEY_ID").is_none() && !options.anonymous {
         let profile = load_profile();
         let has_keys = profile.access_key_id.is_some() && profile.secret_access_key.is_some();
         if let (Some(key), Some(secret)) = (profile.access_key_id, profile.secret_access_key) {
@@ -90,10 +125,7 @@ pub fn s3_source(bucket: &str, options: &S3Options) -> Result<StoreSource> {
         {
             return Err(QuiverError::Denied {
                 path: format!("s3://{bucket}"),
-                reason:
-                    "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, \
-                         or AWS_PROFILE, or read a public bucket with --anonymous"
-                        .into(),
+                reason: NO_CREDENTIALS.into(),
             });
         }
     }

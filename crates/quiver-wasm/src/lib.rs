@@ -1,0 +1,258 @@
+//! Quiver in the browser. The page's engine worker (web/src/engine.worker.ts) makes one
+//! `Engine` and drives it: network I/O is async fetch on that worker's event loop, and
+//! fragments compute on rayon's pool, which wasm-bindgen-rayon builds from more Web Workers
+//! (the threads build), or on the engine worker itself (the single-threaded build, for
+//! pages that are not cross-origin isolated). The API is in docs/browser.md.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::ipc::writer::StreamWriter;
+use quiver_core::compute::ComputePool;
+use quiver_core::format::{write_batches, OutputFormat};
+use quiver_core::inspect::describe_files;
+use quiver_core::metrics::QueryMetrics;
+use quiver_core::options::QuiverOptions;
+use quiver_core::source::S3Credentials;
+use quiver_core::{describe, ExecutorKind, QuiverSession, SessionOptions};
+use serde_json::{json, Value};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
+use web_time::Instant;
+
+#[cfg(target_feature = "atomics")]
+pub use wasm_bindgen_rayon::init_thread_pool;
+
+/// Errors reach JavaScript as `Error`s with Quiver's message.
+fn js_error(error: impl std::fmt::Display) -> JsValue {
+    js_sys::Error::new(&error.to_string()).into()
+}
+
+#[wasm_bindgen]
+pub struct Engine {
+    session: Rc<QuiverSession>,
+}
+
+#[wasm_bindgen]
+impl Engine {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> Result<Engine, JsValue> {
+        let options = SessionOptions {
+            threads: Self::compute_threads(),
+            executor: ExecutorKind::Fragments,
+        };
+        let session = QuiverSession::new(options).map_err(js_error)?;
+        Ok(Self {
+            session: Rc::new(session),
+        })
+    }
+
+    /// rayon's pool in the threads build (as big as `initThreadPool` made it), else 1.
+    fn compute_threads() -> usize {
+        if cfg!(target_feature = "atomics") {
+            ComputePool::Global.threads()
+        } else {
+            1
+        }
+    }
+
+    /// Compute threads: the rayon pool's size, or 1.
+    #[wasm_bindgen(getter)]
+    pub fn threads(&self) -> usize {
+        self.session.pool().threads()
+    }
+
+    /// Whether this is the threads build.
+    #[wasm_bindgen(getter)]
+    pub fn threaded(&self) -> bool {
+        cfg!(target_feature = "atomics")
+    }
+
+    /// `SET key = value`: quiver.s3_endpoint, quiver.s3_region, quiver.s3_anonymous, …
+    pub fn set(&self, key: &str, value: &str) -> Result<(), JsValue> {
+        self.session.set(key, value).map_err(js_error)
+    }
+
+    /// Signs S3 requests with these keys, held in this worker's memory only.
+    #[wasm_bindgen(js_name = setCredentials)]
+    pub fn set_credentials(
+        &self,
+        access_key_id: String,
+        secret_access_key: String,
+        session_token: Option<String>,
+    ) {
+        let credentials = S3Credentials {
+            access_key_id,
+            secret_access_key,
+            session_token: session_token.filter(|t| !t.is_empty()),
+        };
+        let sources = &self.session.runtime().sources;
+        sources.set_s3_credentials(Some(credentials));
+    }
+
+    #[wasm_bindgen(js_name = forgetCredentials)]
+    pub fn forget_credentials(&self) {
+        self.session.runtime().sources.set_s3_credentials(None);
+    }
+
+    /// Runs `sql` (several `;`-separated statements: the last one's result).
+    pub fn query(&self, sql: String) -> js_sys::Promise {
+        let session = Rc::clone(&self.session);
+        future_to_promise(async move {
+            let started = Instant::now();
+            let output = session.run(&sql).await.map_err(|e| js_error(describe(&e)))?;
+            let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+            Ok(QueryResult {
+                schema: output.schema,
+                batches: output.batches,
+                metrics: output.metrics,
+                elapsed_ms,
+            }
+            .into())
+        })
+    }
+
+    /// The running query's progress, as JSON.
+    pub fn progress(&self) -> String {
+        let metrics = self.session.runtime().metrics();
+        let g = QueryMetrics::get;
+        json!({
+            "buckets_total": g(&metrics.buckets_total),
+            "buckets_done": g(&metrics.buckets_done),
+            "requests": g(&metrics.requests),
+            "bytes_read": g(&metrics.bytes_read),
+        })
+        .to_string()
+    }
+
+    /// The metadata of the files `path` names (a glob too), as JSON.
+    pub fn metadata(&self, path: String) -> js_sys::Promise {
+        let session = Rc::clone(&self.session);
+        future_to_promise(async move {
+            let s3 = QuiverOptions::of(session.context().state().config_options()).s3();
+            let files = describe_files(session.runtime(), &path, &s3)
+                .await
+                .map_err(js_error)?;
+            let text = serde_json::to_string(&files).map_err(js_error)?;
+            Ok(JsValue::from_str(&text))
+        })
+    }
+}
+
+/// A statement's result, kept in wasm memory until the page frees it.
+#[wasm_bindgen]
+pub struct QueryResult {
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+    metrics: Arc<QueryMetrics>,
+    elapsed_ms: f64,
+}
+
+#[wasm_bindgen]
+impl QueryResult {
+    #[wasm_bindgen(getter)]
+    pub fn rows(&self) -> usize {
+        self.batches.iter().map(|b| b.num_rows()).sum()
+    }
+
+    /// An Arrow IPC stream (apache-arrow's `tableFromIPC` reads it). apache-arrow cannot
+    /// read view types, which DataFusion gives Parquet strings, so those become plain.
+    pub fn ipc(&self) -> Result<Vec<u8>, JsValue> {
+        let plain = |t: &DataType| match t {
+            DataType::Utf8View => DataType::Utf8,
+            DataType::BinaryView => DataType::Binary,
+            other => other.clone(),
+        };
+        let fields: Vec<Field> = (self.schema.fields().iter())
+            .map(|f| f.as_ref().clone().with_data_type(plain(f.data_type())))
+            .collect();
+        let schema = Arc::new(Schema::new(fields));
+        let mut out = Vec::new();
+        let mut writer = StreamWriter::try_new(&mut out, &schema).map_err(js_error)?;
+        for batch in &self.batches {
+            let columns = (batch.columns().iter())
+                .map(|c| cast(c, &plain(c.data_type())))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(js_error)?;
+            let batch = RecordBatch::try_new(Arc::clone(&schema), columns).map_err(js_error)?;
+            writer.write(&batch).map_err(js_error)?;
+        }
+        writer.finish().map_err(js_error)?;
+        drop(writer);
+        Ok(out)
+    }
+
+    pub fn csv(&self) -> Result<String, JsValue> {
+        let bytes = self.write(OutputFormat::Csv)?;
+        String::from_utf8(bytes).map_err(js_error)
+    }
+
+    pub fn parquet(&self) -> Result<Vec<u8>, JsValue> {
+        self.write(OutputFormat::Parquet)
+    }
+
+    /// Column names, as a JSON array.
+    pub fn columns(&self) -> String {
+        json!(self.column_names()).to_string()
+    }
+
+    /// The rows as a JSON array of arrays, columns in order.
+    pub fn json(&self) -> Result<String, JsValue> {
+        let objects: Vec<serde_json::Map<String, Value>> =
+            serde_json::from_slice(&self.write(OutputFormat::Json)?).map_err(js_error)?;
+        let names = self.column_names();
+        let rows: Vec<Value> = objects
+            .into_iter()
+            .map(|mut row| {
+                Value::Array(
+                    names
+                        .iter()
+                        .map(|name| row.remove(name).unwrap_or(Value::Null))
+                        .collect(),
+                )
+            })
+            .collect();
+        serde_json::to_string(&rows).map_err(js_error)
+    }
+
+    /// What the query did, as JSON: counters, phases and the timeline of requests.
+    pub fn profile(&self) -> String {
+        let m = &self.metrics;
+        let g = QueryMetrics::get;
+        let phases: Vec<Value> = m
+            .phases()
+            .into_iter()
+            .map(|(name, elapsed)| json!({"name": name, "ms": elapsed.as_secs_f64() * 1e3}))
+            .collect();
+        json!({
+            "elapsed_ms": self.elapsed_ms,
+            "rows": self.rows(),
+            "files": g(&m.files),
+            "files_pruned": g(&m.files_pruned),
+            "row_groups": g(&m.row_groups),
+            "row_groups_pruned": g(&m.row_groups_pruned),
+            "buckets": g(&m.buckets_total),
+            "requests": g(&m.requests),
+            "footer_requests": g(&m.footer_requests),
+            "bytes_read": g(&m.bytes_read),
+            "bytes_planned": g(&m.bytes_planned),
+            "cache_hit_bytes": g(&m.cache_hit_bytes),
+            "phases": phases,
+            "spans": m.timeline.spans(),
+        })
+        .to_string()
+    }
+
+    fn column_names(&self) -> Vec<String> {
+        self.schema.fields().iter().map(|f| f.name().clone()).collect()
+    }
+
+    fn write(&self, format: OutputFormat) -> Result<Vec<u8>, JsValue> {
+        let mut out = Vec::new();
+        write_batches(format, &self.schema, &self.batches, &mut out).map_err(js_error)?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,81 @@
+// The wasm module's API and the JSON it returns, as docs/browser.md defines them.
+// Types only: the module itself is loaded at run time by the engine worker.
+
+export interface QuiverWasm {
+  default(): Promise<unknown>;
+  initThreadPool?(threads: number): Promise<void>; // the threads build only
+  Engine: new () => Engine;
+}
+
+export interface Engine {
+  readonly threads: number;
+  readonly threaded: boolean;
+  set(key: string, value: string): void;
+  setCredentials(accessKeyId: string, secretAccessKey: string, sessionToken?: string): void;
+  forgetCredentials(): void;
+  query(sql: string): Promise<QueryResult>;
+  progress(): string;
+  metadata(path: string): Promise<string>;
+}
+
+export interface QueryResult {
+  readonly rows: number;
+  ipc(): Uint8Array;
+  csv(): string;
+  json(): string;
+  columns(): string;
+  parquet(): Uint8Array;
+  profile(): string;
+  free(): void;
+}
+
+export interface Progress {
+  buckets_total: number;
+  buckets_done: number;
+  requests: number;
+  bytes_read: number;
+}
+
+export interface Span {
+  kind: "footer" | "data" | "compute";
+  lane: string;
+  start_ms: number;
+  end_ms: number;
+  bytes: number;
+}
+
+export interface Profile {
+  elapsed_ms: number;
+  rows: number;
+  files: number;
+  files_pruned: number;
+  row_groups: number;
+  row_groups_pruned: number;
+  buckets: number;
+  requests: number;
+  footer_requests: number;
+  bytes_read: number;
+  bytes_planned: number;
+  cache_hit_bytes: number;
+  phases: { name: string; ms: number }[];
+  spans: Span[];
+}
+
+export interface ColumnMetadata {
+  name: string;
+  type: string;
+  nullable: boolean;
+  compression: string;
+  compressed_bytes: number;
+  uncompressed_bytes: number;
+}
+
+export interface FileMetadata {
+  path: string;
+  size: number;
+  rows: number;
+  row_groups: number;
+  created_by: string | null;
+  columns: ColumnMetadata[];
+  key_value: Record<string, string>;
+}
