@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import REMOTE_LAYOUTS
+from conftest import BUCKET, REMOTE_LAYOUTS
 from harness import TIMEOUT, Quiver, parse_csv
 from tpch.compare import difference
 from tpch.tables import QUERIES, prelude, query_sql
@@ -481,6 +481,23 @@ def test_s3_wrong_access_key_is_access_denied(s3, s3_remote):
     assert proc.returncode != 0
     assert f"{url}: access denied" in proc.stderr, proc.stderr
     assert s3.minio.secret_key not in proc.stderr + proc.stdout
+
+
+def test_presigned_url_is_one_object(s3, quiver):
+    """A presigned URL is read as given (its `?` is no glob), sized by a ranged GET since it
+    refuses HEAD, and named after its file; a tampered signature is access denied."""
+    url = s3.client(direct=True).generate_presigned_url(
+        "get_object", Params={"Bucket": BUCKET, "Key": "tpch/single/nation.parquet"},
+        ExpiresIn=600)
+    assert "?" in url and "Signature" in url
+    proc = quiver.run("query", "--format", "csv",
+                      f"SELECT count(*) AS n, min(nation.n_name) AS first FROM '{url}'")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[1:] == ["25,ALGERIA"]
+    tampered = url.replace("Signature=", "Signature=0")
+    proc = quiver.run("query", f"SELECT count(*) FROM '{tampered}'")
+    assert proc.returncode != 0
+    assert "access denied" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("path", ["x.parquet", "*.parquet"], ids=["key", "glob"])

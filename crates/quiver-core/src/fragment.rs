@@ -371,9 +371,9 @@ pub async fn run_partitions(
             .map_or_else(|| format!("partition {partition}"), |b| scan.lane(b));
         let computed = pool.start(move || {
             let span = metrics.timeline.begin();
-            let computed = instance.execute(0, context).and_then(|stream| {
-                futures::executor::block_on(stream.try_collect::<Vec<_>>())
-            });
+            let computed = instance
+                .execute(0, context)
+                .and_then(|stream| futures::executor::block_on(stream.try_collect::<Vec<_>>()));
             metrics.timeline.end(span, SpanKind::Compute, lane, 0);
             computed
         });

@@ -78,10 +78,7 @@ fn describe(meta: &ObjectMeta, footer: &ParquetMetaData) -> Result<FileMetadata>
                 .iter()
                 .flat_map(|rg| leaves.iter().map(move |&leaf| rg.column(leaf)));
             let (compressed, uncompressed) = chunks.fold((0, 0), |(c, u), chunk| {
-                (
-                    c + chunk.compressed_size(),
-                    u + chunk.uncompressed_size(),
-                )
+                (c + chunk.compressed_size(), u + chunk.uncompressed_size())
             });
             let compression = footer
                 .row_groups()

@@ -103,7 +103,10 @@ impl Engine {
         let session = Rc::clone(&self.session);
         future_to_promise(async move {
             let started = Instant::now();
-            let output = session.run(&sql).await.map_err(|e| js_error(describe(&e)))?;
+            let output = session
+                .run(&sql)
+                .await
+                .map_err(|e| js_error(describe(&e)))?;
             let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
             Ok(QueryResult {
                 schema: output.schema,
@@ -247,7 +250,11 @@ impl QueryResult {
     }
 
     fn column_names(&self) -> Vec<String> {
-        self.schema.fields().iter().map(|f| f.name().clone()).collect()
+        self.schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect()
     }
 
     fn write(&self, format: OutputFormat) -> Result<Vec<u8>, JsValue> {

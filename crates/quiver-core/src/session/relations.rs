@@ -18,6 +18,7 @@ use datafusion::sql::sqlparser::ast::{
     SetExpr, TableFactor, Value, Visit, Visitor,
 };
 
+use crate::source::is_signed_url;
 use crate::table::QuiverTable;
 
 /// A table the SQL names by path, with its options, as parsed from the statement.
@@ -242,6 +243,11 @@ fn boolean(value: &SqlExpr) -> Result<bool> {
 /// without wildcards, less `.parquet` (`'data/lineitem/*.parquet'` is `lineitem`).
 fn table_name(patterns: &[String]) -> String {
     let first = patterns.first().map(String::as_str).unwrap_or_default();
+    // A signed URL's query string is not part of its name.
+    let first = match first.split_once('?') {
+        Some((path, _)) if is_signed_url(first) => path,
+        _ => first,
+    };
     first
         .trim_end_matches('/')
         .rsplit('/')

@@ -9,7 +9,7 @@ use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::scalar::ScalarValue;
 use futures::future::try_join_all;
 
-use super::{GlobPattern, ObjectMeta, S3Options, Sources};
+use super::{is_signed_url, GlobPattern, ObjectMeta, S3Options, Sources};
 use crate::error::{QuiverError, Result};
 
 /// Columns every table has without reading a file.
@@ -127,6 +127,9 @@ pub async fn list_files(
 
 async fn expand(sources: &Sources, pattern: &str, s3: &S3Options) -> Result<Vec<ObjectMeta>> {
     let source = sources.for_path(pattern, s3)?;
+    if is_signed_url(pattern) {
+        return Ok(vec![source.head(pattern).await?]);
+    }
     let glob = GlobPattern::new(pattern)?;
     if glob.is_literal() {
         match source.head(pattern).await {

@@ -9,6 +9,7 @@ mod listing;
 mod local;
 mod remote;
 mod s3;
+mod signed_url;
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -29,6 +30,8 @@ pub use listing::{
 pub use local::LocalSource;
 use s3::s3_source;
 pub use s3::{S3Credentials, S3Options};
+pub use signed_url::is_signed_url;
+use signed_url::SignedUrlSource;
 
 /// One object as a listing sees it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -106,6 +109,8 @@ impl Sources {
                 }
                 (format!("s3://{bucket}"), s3.clone())
             }
+            // A signed URL is its own source: its query string is its credentials.
+            "http" | "https" if is_signed_url(path) => (path.to_string(), S3Options::default()),
             "http" | "https" => {
                 let origin = http::origin_of(path).unwrap_or(path);
                 (origin.to_string(), S3Options::default())
@@ -121,15 +126,13 @@ impl Sources {
         if let Some(found) = sources.get(&(key.clone(), s3.clone())) {
             return Ok(Arc::clone(found));
         }
-        let made: Arc<dyn ObjectSource> = if scheme.starts_with("http") {
+        let made: Arc<dyn ObjectSource> = if is_signed_url(path) {
+            Arc::new(SignedUrlSource::new(path)?)
+        } else if scheme.starts_with("http") {
             Arc::new(HttpSource::new(&key)?)
         } else {
             let credentials = self.credentials.lock().unwrap_or_else(|p| p.into_inner());
-            Arc::new(s3_source(
-                &key["s3://".len()..],
-                &s3,
-                credentials.as_ref(),
-            )?)
+            Arc::new(s3_source(&key["s3://".len()..], &s3, credentials.as_ref())?)
         };
         sources.insert((key, s3), Arc::clone(&made));
         Ok(made)
