@@ -40,6 +40,7 @@ pub struct Engine {
 impl Engine {
     #[wasm_bindgen(constructor)]
     pub fn new() -> Result<Engine, JsValue> {
+        console_error_panic_hook::set_once();
         let options = SessionOptions {
             threads: Self::compute_threads(),
             executor: ExecutorKind::Fragments,

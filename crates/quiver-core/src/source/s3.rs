@@ -84,7 +84,13 @@ pub fn s3_source(
     options: &S3Options,
     credentials: Option<&S3Credentials>,
 ) -> Result<StoreSource> {
-    let mut builder = AmazonS3Builder::from_env()
+    // The browser has no environment (std::env::vars panics there).
+    let builder = if cfg!(target_arch = "wasm32") {
+        AmazonS3Builder::new()
+    } else {
+        AmazonS3Builder::from_env()
+    };
+    let mut builder = builder
         .with_bucket_name(bucket)
         .with_retry(retry());
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
