@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one command that sets up and runs every check: formatting, lints, Rust tests, the
-# end-to-end Python tests against the built `quiver`, and the wasm32 build. Stops at the first
+# end-to-end Python tests against the built `quiver`, the browser build and its tests in
+# Chromium, and the Terraform checks. Stops at the first
 # failure. The cargo target dir lives outside the repo (default ~/.cache/quiver-target) so that
 # fresh clones (CI) reuse the build.
 set -Eeuo pipefail
@@ -29,7 +30,12 @@ export QUIVER_BIN="$CARGO_TARGET_DIR/debug/quiver"
 # HTTP server and cargo-lambda's emulator (over the functions just built) on loopback, and
 # stop them at the end; AWS_* settings of this shell are not used.
 phase pytest     env PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider tests/
-phase wasm       scripts/check-wasm.sh
+phase setup-web  scripts/setup-web.sh
+phase wasm       scripts/build-wasm.sh --dev
+phase web        npm run --silent build:web
+# Chromium (Debian's) against MinIO and an HTTP server, both with CORS; screenshots land
+# in test-results/browser/.
+phase browser    npm run --silent test:browser
 phase infra      scripts/check-infra.sh
 
 echo "==> all checks passed ($((SECONDS - START)) s)"

@@ -14,8 +14,16 @@ offers, plus request counts and fault injection. Standard library only; loopback
   If-Range are honoured.
 - Request kinds, as counted: GetFile (GET of a file, ranged or not), HeadFile, GetIndex
   (GET of a folder), Other. Faults default to GetFile. Controls: see common.py.
+- Opt-in, for pages in a browser (`cors=True`, `--cors`): every answer allows any origin and
+  exposes the headers a range reader needs (Content-Range, Content-Length, ETag, Accept-Ranges,
+  Last-Modified), says `Cross-Origin-Resource-Policy: cross-origin` (so a cross-origin isolated
+  page may load it), and OPTIONS answers preflights (204, methods GET/HEAD, the headers asked
+  for). Without it OPTIONS is not implemented (501), as before. `cache_control` (e.g.
+  "no-store") adds that header to file answers, so a browser's HTTP cache cannot serve a
+  benchmark's second run.
 
-    python3 tests/servers/range_http.py DIR [--port N] [--verbose]
+    python3 tests/servers/range_http.py DIR [--port N] [--delay S] [--cors]
+                                            [--cache-control VALUE] [--verbose]
 
 In tests: `server = RangeHTTPServer(DIR).start()`, then `server.url`, `server.control`,
 `server.stop()`.
@@ -34,6 +42,13 @@ else:
     from .common import BaseHandler, Control, LoopbackServer, ServerThread
 
 CHUNK = 1 << 16
+# What a browser page may read from a cross-origin answer beyond the CORS-safelisted headers:
+# a range reader needs the total size (Content-Range) and the validators.
+CORS_EXPOSE = "Content-Range, Content-Length, ETag, Accept-Ranges, Last-Modified"
+# Asked for in preflights by range readers; echoed when the browser names others.
+CORS_ALLOW_HEADERS = "Range, If-Match, If-None-Match, If-Range, If-Modified-Since, Cache-Control"
+# Preflight answers cached for 10 minutes: a query's hundreds of ranged GETs need one.
+CORS_MAX_AGE = "600"
 
 
 def etag_of(st):
@@ -74,6 +89,31 @@ def etag_matches(header, etag):
 
 class Handler(BaseHandler):
     index_style = "nginx"
+    cors = False
+    cache_control = None
+
+    def end_headers(self):
+        if self.cors:
+            self.send_header("Access-Control-Allow-Origin", "*")
+            self.send_header("Access-Control-Expose-Headers", CORS_EXPOSE)
+            self.send_header("Cross-Origin-Resource-Policy", "cross-origin")
+        super().end_headers()
+
+    def do_OPTIONS(self):
+        if not self.cors:
+            self.send_error(501, f"Unsupported method ({self.command!r})")
+            return
+        self.discard_body()
+        asked = self.headers.get("Access-Control-Request-Headers")
+        self.send_response(204)
+        self.send_header("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS")
+        self.send_header("Access-Control-Allow-Headers", asked or CORS_ALLOW_HEADERS)
+        self.send_header("Access-Control-Max-Age", CORS_MAX_AGE)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        path, _ = self.split_path()
+        self.control.record(self.command, "Other", path, None, 204, 0)
+
     def do_GET(self):
         if not self.handle_control():
             self.serve()
@@ -166,6 +206,8 @@ class Handler(BaseHandler):
             validators = [("ETag", etag),
                           ("Last-Modified", email.utils.formatdate(st.st_mtime, usegmt=True)),
                           ("Accept-Ranges", "bytes")]
+            if self.cache_control:
+                validators.append(("Cache-Control", self.cache_control))
             if_match = self.headers.get("If-Match")
             if if_match is not None and not etag_matches(if_match, etag):
                 self.answer(kind, 412, "precondition failed: the file changed\n",
@@ -211,10 +253,12 @@ class Handler(BaseHandler):
 class RangeHTTPServer(ServerThread):
     """Serves `root` on 127.0.0.1:`port` (0 picks a free port) in a daemon thread."""
 
-    def __init__(self, root, port=0, delay=0.0, verbose=False, index_style="nginx"):
+    def __init__(self, root, port=0, delay=0.0, verbose=False, index_style="nginx", cors=False,
+                 cache_control=None):
         assert index_style in ("nginx", "apache", "plain"), index_style
         handler = type("RangeHandler", (Handler,),
-                       {"verbose": verbose, "index_style": index_style})
+                       {"verbose": verbose, "index_style": index_style, "cors": cors,
+                        "cache_control": cache_control})
         server = LoopbackServer(port, handler)
         server.root = os.path.realpath(root)
         server.control = Control("GetFile", delay)
@@ -229,9 +273,14 @@ def main():
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--index-style", choices=["nginx", "apache", "plain"], default="nginx")
+    parser.add_argument("--cors", action="store_true",
+                        help="answer browser pages of any origin (CORS, CORP, preflights)")
+    parser.add_argument("--cache-control", default=None,
+                        help="Cache-Control header of file answers (e.g. no-store)")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
-    server = RangeHTTPServer(args.root, args.port, args.delay, args.verbose, args.index_style)
+    server = RangeHTTPServer(args.root, args.port, args.delay, args.verbose, args.index_style,
+                             cors=args.cors, cache_control=args.cache_control)
     print(f"range_http: serving {server.root} on {server.url} "
           f"(stats at {server.url}/__quiver__/stats)", flush=True)
     try:

@@ -1,0 +1,543 @@
+// The page (web/dist) in Debian's Chromium, driven by playwright-core: threads, TPC-H over
+// HTTP and S3 against DuckDB's answers, presigned URLs, the single-thread fallback, the UI
+// (editor, run, grid, profile waterfall), cancel, and errors.
+//
+//   npm run build && npm run test:browser
+//
+// Starts tests/browser/fixtures.py (data, MinIO, a CORS range server, DuckDB's results) and
+// scripts/serve-web.mjs twice: cross-origin isolated, and --no-isolation for the fallback.
+// Environment: QUIVER_WEB_DIST (default web/dist), CHROMIUM (default /usr/bin/chromium),
+// QUIVER_BROWSER_QUERY_TIMEOUT (ms per query, default 300000: a debug wasm build is slow).
+// Artefacts and logs go to test-results/browser/.
+
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import {
+  createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, rmSync,
+} from 'node:fs';
+import path from 'node:path';
+import readline from 'node:readline';
+import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+import { chromium } from 'playwright-core';
+
+import { difference } from './compare.mjs';
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const DIST = path.resolve(REPO, process.env.QUIVER_WEB_DIST ?? 'web/dist');
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const ARTEFACTS = path.join(REPO, 'test-results', 'browser');
+const QUERY_TIMEOUT = Number(process.env.QUIVER_BROWSER_QUERY_TIMEOUT ?? 300_000);
+// Loading and compiling the module: tens of MB of wasm, more for a debug build.
+const READY_TIMEOUT = 300_000;
+const SETUP_TIMEOUT = 30 * 60_000;
+const CONSOLE_LINES_SHOWN = 200;
+
+// What the page is made of (web/). The grid is whatever holds the result rows: a table or an
+// ARIA grid under #results or #grid.
+const UI = {
+  threads: '#threads',
+  sql: '#sql',
+  run: '#run',
+  cancel: '#cancel',
+  status: '#status',
+  error: '#error',
+  profile: '#profile',
+  gridRows: ['#results tbody tr', '#grid tbody tr', '#results [role="row"]',
+    '#grid [role="row"]'].join(', '),
+  waterfall: '#profile svg rect',
+};
+
+const TPCH = Array.from({ length: 22 }, (_, i) => `q${String(i + 1).padStart(2, '0')}`);
+const S3_TPCH = ['q01', 'q03', 'q06', 'q12', 'q14'];
+
+let fixtures; // the JSON line of fixtures.py
+let expected; // {name: {columns, rows}}
+let browser;
+let isolated; // the page's URL, served cross-origin isolated
+let notIsolated; // the same page without COOP/COEP
+let mainPage; // one isolated page for the tests that need no fresh one
+const children = [];
+
+// processes
+
+function logTo(name) {
+  mkdirSync(ARTEFACTS, { recursive: true });
+  return createWriteStream(path.join(ARTEFACTS, name));
+}
+
+/** Spawns a child whose stdout's first line matching `pattern` is returned (as a match). */
+function startChild(label, command, args, pattern, { timeout, keepStdin = false } = {}) {
+  const log = logTo(`${label}.log`);
+  const child = spawn(command, args, {
+    cwd: REPO,
+    stdio: [keepStdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  child.stderr.on('data', (chunk) => {
+    log.write(chunk);
+    if (label === 'fixtures') process.stderr.write(chunk);
+  });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(
+      `${label} gave no "${pattern}" line in ${timeout / 1000} s; see ${log.path}`)), timeout);
+    const lines = readline.createInterface({ input: child.stdout });
+    let found = false;
+    lines.on('line', (line) => {
+      log.write(line + '\n');
+      const match = !found && line.match(pattern);
+      if (match) {
+        found = true;
+        clearTimeout(timer);
+        resolve({ child, match });
+      }
+    });
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      log.write(`[${label} exited: ${signal ?? code}, ${new Date().toISOString()}]\n`);
+      if (!found) reject(new Error(`${label} exited (${signal ?? code}) before it was ready; see ${log.path}`));
+    });
+    child.on('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+  });
+}
+
+function stopChildren() {
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.stdin?.end(); // fixtures.py stops (and stops MinIO) when its stdin closes
+      child.kill('SIGTERM');
+    }
+  }
+}
+process.on('exit', stopChildren);
+
+async function waitForExit(child, ms) {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  let timer;
+  await Promise.race([
+    new Promise((ok) => child.once('exit', ok)),
+    new Promise((ok) => { timer = setTimeout(ok, ms); }),
+  ]);
+  clearTimeout(timer);
+}
+
+// pages
+
+/** A page of the app in its own browser context, with its console and uncaught errors. */
+class AppPage {
+  constructor(label, context, page) {
+    this.label = label;
+    this.context = context;
+    this.page = page;
+    this.console = [];
+    this.errors = [];
+    this.requests = [];
+    page.on('console', (m) => this.console.push(`[${m.type()}] ${m.text()}`));
+    page.on('pageerror', (e) => {
+      this.errors.push(e.stack || e.message);
+      this.console.push(`[pageerror] ${e.stack || e.message}`);
+    });
+    page.on('crash', () => this.console.push('[crash] the page crashed'));
+    context.on('request', (r) => this.requests.push(r.url()));
+    context.on('requestfailed', (r) => this.console.push(
+      `[requestfailed] ${r.method()} ${r.url()}: ${r.failure()?.errorText}`));
+  }
+
+  static async open(label, url) {
+    const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    const page = await context.newPage();
+    const app = new AppPage(label, context, page);
+    try {
+      // The page's module may download and compile a large (debug) wasm build before `load`.
+      await page.goto(url, { waitUntil: 'domcontentloaded', timeout: READY_TIMEOUT });
+      await page.waitForFunction(() => window.quiver && window.quiver.ready, null,
+        { timeout: READY_TIMEOUT });
+      app.info = await withTimeout(page.evaluate(() => window.quiver.ready), READY_TIMEOUT,
+        'window.quiver.ready');
+    } catch (error) {
+      error.message += `\n${app.consoleText()}`;
+      throw error;
+    }
+    return app;
+  }
+
+  consoleText() {
+    const lines = this.console.slice(-CONSOLE_LINES_SHOWN);
+    const skipped = this.console.length - lines.length;
+    return `--- ${this.label}: browser console${skipped ? ` (last ${lines.length} of ${this.console.length} lines)` : ''} ---\n`
+      + (lines.join('\n') || '(empty)');
+  }
+
+  /** window.quiver.query, as {ok, rows, columns, values, profile, elapsed_ms} or {ok: false, error}. */
+  query(sql, timeout = QUERY_TIMEOUT) {
+    return withTimeout(this.page.evaluate(async (text) => {
+      try {
+        const r = await window.quiver.query(text);
+        return { ok: true, rows: r.rows, columns: r.columns, values: r.values,
+          profile: r.profile, elapsed_ms: r.elapsed_ms };
+      } catch (e) {
+        return { ok: false, error: String(e?.message ?? e) };
+      }
+    }, sql), timeout, `query ${sql.slice(0, 80)}`);
+  }
+
+  set(key, value) {
+    return this.page.evaluate(([k, v]) => window.quiver.set(k, v), [key, value]);
+  }
+
+  setCredentials(accessKey, secretKey) {
+    return this.page.evaluate(([a, s]) => window.quiver.setCredentials(a, s), [accessKey, secretKey]);
+  }
+
+  /** Puts `sql` into the editor, whether it is a textarea, a contenteditable or a wrapper. */
+  async typeSql(sql) {
+    const editor = this.page.locator(UI.sql);
+    const kind = await editor.evaluate((el) => (el.isContentEditable ? 'editable'
+      : el.tagName.toLowerCase()));
+    if (kind === 'textarea' || kind === 'input' || kind === 'editable') {
+      await editor.fill(sql, { timeout: READY_TIMEOUT });
+      return;
+    }
+    const inner = editor.locator('textarea, [contenteditable="true"]').first();
+    if (await inner.count()) {
+      await inner.fill(sql, { timeout: READY_TIMEOUT });
+      return;
+    }
+    await editor.click();
+    await this.page.keyboard.press('ControlOrMeta+A');
+    await this.page.keyboard.insertText(sql);
+  }
+
+  /** Types `sql`, then clicks Run; texts of #status and #error are recorded from then on. */
+  async runInUi(sql) {
+    await this.typeSql(sql);
+    await this.markTexts([UI.status, UI.error]);
+    // After a cancel the page may be starting a new engine: Run waits for it.
+    await this.page.locator(UI.run).click({ timeout: READY_TIMEOUT });
+  }
+
+  /**
+   * Starts recording every text the elements take (a MutationObserver over the document, so
+   * a re-rendered element is followed too): waitForText then accepts a text the element had
+   * at any moment since, not one left over from an earlier query.
+   */
+  async markTexts(selectors) {
+    await this.page.evaluate((sels) => {
+      window.__quiverTest?.observer.disconnect();
+      const seen = Object.fromEntries(sels.map((sel) => [sel, []]));
+      const record = () => {
+        for (const sel of sels) {
+          const text = document.querySelector(sel)?.textContent ?? null;
+          const list = seen[sel];
+          if (text !== null && list[list.length - 1] !== text) list.push(text);
+        }
+      };
+      const observer = new MutationObserver(record);
+      observer.observe(document.documentElement,
+        { subtree: true, childList: true, characterData: true, attributes: true });
+      window.__quiverTest = { observer, seen };
+    }, selectors);
+  }
+
+  /**
+   * Waits until `selector`'s text matches `pattern` (a text recorded since markTexts counts,
+   * for a selector it marked); returns the matching text. Says what it saw on timeout.
+   */
+  async waitForText(selector, pattern, timeout = QUERY_TIMEOUT) {
+    let handle;
+    try {
+      handle = await this.page.waitForFunction(([sel, source, flags]) => {
+        const re = new RegExp(source, flags);
+        const seen = window.__quiverTest?.seen?.[sel];
+        if (seen) return seen.find((text) => re.test(text)) ?? false;
+        const text = document.querySelector(sel)?.textContent ?? '';
+        return re.test(text) ? text : false;
+      }, [selector, pattern.source, pattern.flags], { timeout, polling: 100 });
+    } catch (error) {
+      const seen = await this.page.evaluate((sel) => ({
+        now: document.querySelector(sel)?.textContent ?? '(no such element)',
+        since: window.__quiverTest?.seen?.[sel] ?? null,
+      }), selector).catch(() => null);
+      throw new Error(`${selector} did not come to match ${pattern} in ${timeout / 1000} s; `
+        + `it says ${JSON.stringify(seen?.now)}${seen?.since ? `, and said ${JSON.stringify(seen.since)} since the run` : ''}`
+        + `\n(${error.message.split('\n')[0]})`);
+    }
+    return handle.jsonValue();
+  }
+
+  assertNoPageErrors() {
+    assert.deepEqual(this.errors, [], `uncaught errors in ${this.label}`);
+  }
+
+  async close() {
+    await this.context.close().catch(() => {});
+  }
+}
+
+function withTimeout(promise, ms, what) {
+  let timer;
+  return Promise.race([
+    promise.finally(() => clearTimeout(timer)),
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what}: no answer in ${ms / 1000} s`)), ms);
+    }),
+  ]);
+}
+
+/** Runs `body`; on failure adds the pages' consoles to the test log and a screenshot. */
+async function withConsole(t, pages, body) {
+  try {
+    await body();
+  } catch (error) {
+    for (const app of pages) {
+      if (!app) continue;
+      t.diagnostic(app.consoleText());
+      const file = path.join(ARTEFACTS, `${t.name.replace(/[^\w.-]+/g, '_')}-${app.label.replace(/\W+/g, '_')}.png`);
+      await app.page.screenshot({ path: file, fullPage: true, timeout: 10_000 })
+        .then(() => t.diagnostic(`screenshot: ${file}`)).catch(() => {});
+    }
+    throw error;
+  }
+}
+
+/** Checks one query's result against DuckDB's. */
+function assertMatches(name, result) {
+  assert.ok(result.ok, `${name} failed: ${result.error}`);
+  const want = expected[name];
+  assert.ok(want, `no expected result for ${name}`);
+  assert.equal(result.columns.length, want.columns.length,
+    `${name}: columns ${JSON.stringify(result.columns)}, DuckDB's ${JSON.stringify(want.columns)}`);
+  assert.equal(result.rows, result.values.length, `${name}: rows says ${result.rows}, values hold ${result.values.length}`);
+  const message = difference(want.rows, result.values);
+  assert.equal(message, null, `${name} differs from DuckDB: ${message}`);
+}
+
+// setup
+
+before(async () => {
+  mkdirSync(ARTEFACTS, { recursive: true });
+  for (const name of readdirSync(ARTEFACTS)) {
+    if (name.endsWith('.png')) rmSync(path.join(ARTEFACTS, name)); // a previous run's
+  }
+  if (!existsSync(path.join(DIST, 'index.html'))) {
+    throw new Error(`${DIST}/index.html is missing: build the page first (npm run build)`);
+  }
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`no Chromium at ${CHROMIUM} (scripts/setup-web.sh installs Debian's)`);
+  }
+  const serve = path.join(REPO, 'scripts', 'serve-web.mjs');
+  const served = /^serving (http:\/\/\S+)$/;
+  const [fx, web, fallback] = await Promise.all([
+    startChild('fixtures', 'python3', [path.join(REPO, 'tests', 'browser', 'fixtures.py')],
+      /^\{.*\}$/, { timeout: SETUP_TIMEOUT, keepStdin: true }),
+    startChild('serve-isolated', process.execPath, [serve, DIST], served, { timeout: 30_000 }),
+    startChild('serve-fallback', process.execPath, [serve, DIST, '--no-isolation'], served,
+      { timeout: 30_000 }),
+  ]);
+  fixtures = JSON.parse(fx.match[0]);
+  expected = JSON.parse(readFileSync(fixtures.expected_file, 'utf8'));
+  isolated = web.match[1];
+  notIsolated = fallback.match[1];
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--headless=new'],
+  });
+  mainPage = await AppPage.open('isolated page', isolated);
+}, { timeout: SETUP_TIMEOUT });
+
+after(async () => {
+  await mainPage?.close();
+  await browser?.close().catch(() => {});
+  stopChildren();
+  await Promise.all(children.map((c) => waitForExit(c, 60_000)));
+});
+
+// a. threads
+
+test('the isolated page runs the threaded build on several threads', async (t) => {
+  await withConsole(t, [mainPage], async () => {
+    const { page, info } = mainPage;
+    assert.equal(await page.evaluate(() => self.crossOriginIsolated), true,
+      'serve-web.mjs should make the page cross-origin isolated');
+    assert.equal(info.threaded, true, `ready gave ${JSON.stringify(info)}`);
+    assert.ok(info.threads >= 2, `ready gave ${JSON.stringify(info)}`);
+    const text = await mainPage.waitForText(UI.threads, new RegExp(`\\b${info.threads}\\b`), 30_000);
+    t.diagnostic(`#threads: ${text.trim()}`);
+    mainPage.assertNoPageErrors();
+  });
+});
+
+// b. TPC-H over HTTP
+
+test('TPC-H over HTTP gives DuckDB\'s results', { timeout: 22 * QUERY_TIMEOUT }, async (t) => {
+  for (const q of TPCH) {
+    const name = `http/${q}`;
+    await t.test(q, async (st) => {
+      await withConsole(st, [mainPage], async () => {
+        const result = await mainPage.query(fixtures.queries[name]);
+        if (result.ok) st.diagnostic(`${result.rows} rows in ${Math.round(result.elapsed_ms)} ms`);
+        assertMatches(name, result);
+      });
+    });
+  }
+  mainPage.assertNoPageErrors();
+});
+
+// d. presigned URL
+
+test('a presigned URL is read as a table', async (t) => {
+  await withConsole(t, [mainPage], async () => {
+    const before = mainPage.requests.length;
+    assertMatches('presigned/nation', await mainPage.query(fixtures.queries['presigned/nation']));
+    const signed = mainPage.requests.slice(before).filter((u) => u.includes('X-Amz-Signature='));
+    assert.ok(signed.length > 0, 'no request carried the presigned URL\'s signature');
+    mainPage.assertNoPageErrors();
+  });
+});
+
+// c. S3 with SigV4 keys
+
+test('S3: no keys is a clear error; with keys, globs list and TPC-H matches', { timeout: 10 * QUERY_TIMEOUT }, async (t) => {
+  const app = await AppPage.open('S3 page', isolated);
+  try {
+    await withConsole(t, [app], async () => {
+      await app.set('quiver.s3_endpoint', fixtures.s3_endpoint);
+      await app.set('quiver.s3_region', fixtures.region);
+
+      const noKeys = fixtures.queries['s3/no-keys'];
+      const rejected = await app.query(noKeys);
+      assert.equal(rejected.ok, false, 'an S3 read without keys succeeded');
+      assert.match(rejected.error, /credential/i);
+      await app.runInUi(noKeys);
+      const shown = await app.waitForText(UI.error, /\S/);
+      assert.match(shown, /credential/i, `#error should say that keys are missing; it says ${JSON.stringify(shown)}`);
+      assert.ok(await app.page.locator(UI.error).isVisible(), '#error is not visible');
+      t.diagnostic(`without keys: ${shown.trim()}`);
+
+      await app.setCredentials(fixtures.access_key, fixtures.secret_key);
+      const before = app.requests.length;
+      assertMatches('s3/glob', await app.query(fixtures.queries['s3/glob']));
+      const listings = app.requests.slice(before).filter((u) => /[?&]list-type=2\b/.test(u));
+      assert.ok(listings.some((u) => u.includes(`/${fixtures.bucket}`)),
+        `no ListObjectsV2 request to the bucket from the browser; requests: ${app.requests.slice(before, before + 20).join(' ')}`);
+
+      for (const q of S3_TPCH) {
+        await t.test(q, async (st) => {
+          await withConsole(st, [app], async () => {
+            assertMatches(`s3/${q}`, await app.query(fixtures.queries[`s3/${q}`]));
+          });
+        });
+      }
+      app.assertNoPageErrors();
+    });
+  } finally {
+    await app.close();
+  }
+});
+
+// e. the single-thread fallback
+
+test('without cross-origin isolation the page falls back to one thread', { timeout: 4 * QUERY_TIMEOUT }, async (t) => {
+  const app = await AppPage.open('fallback page', notIsolated);
+  try {
+    await withConsole(t, [app], async () => {
+      assert.equal(await app.page.evaluate(() => self.crossOriginIsolated), false);
+      assert.deepEqual({ threads: app.info.threads, threaded: app.info.threaded },
+        { threads: 1, threaded: false });
+      await app.waitForText(UI.threads, /\b1\b/, 30_000);
+      for (const q of ['q01', 'q06']) {
+        assertMatches(`http/${q}`, await app.query(fixtures.queries[`http/${q}`]));
+      }
+      app.assertNoPageErrors();
+    });
+  } finally {
+    await app.close();
+  }
+});
+
+// f. the UI
+
+test('the UI runs typed SQL, shows the rows and a profile waterfall', async (t) => {
+  await withConsole(t, [mainPage], async () => {
+    const { page } = mainPage;
+    const want = expected['ui/flags'];
+    await mainPage.runInUi(fixtures.queries['ui/flags']);
+    const status = await mainPage.waitForText(UI.status, /\brows?\b/i);
+    t.diagnostic(`#status: ${status.trim()}`);
+    // The first row is A, F, 147790, 3774200.00; the count may be shown grouped (147,790).
+    const [flag, status_, count] = want.rows[0];
+    const firstRow = new RegExp(`${flag}[^]*${status_}[^]*${String(count).replace(/(\d)(?=(\d{3})+$)/g, '$1[\\s,.\u00a0\u202f\']?')}`);
+    const rows = page.locator(UI.gridRows);
+    try {
+      await page.waitForFunction(([sel, source]) => [...document.querySelectorAll(sel)]
+        .some((row) => new RegExp(source).test(row.textContent)), [UI.gridRows, firstRow.source],
+      { timeout: 30_000, polling: 100 });
+    } catch {
+      const shown = (await rows.allTextContents()).slice(0, 10).join('\n');
+      assert.fail(`no grid row (${UI.gridRows}) shows ${JSON.stringify(want.rows[0])}; rows shown:\n${shown}`);
+    }
+    // A header row may be among them; a virtual grid may show fewer than all.
+    const shown = await rows.count();
+    assert.ok(shown >= 1 && shown <= want.rows.length + 1, `the grid shows ${shown} rows for ${want.rows.length}`);
+    const rects = page.locator(UI.waterfall);
+    await rects.first().waitFor({ state: 'attached', timeout: 30_000 });
+    assert.ok(await rects.count() >= 1, 'no waterfall in #profile');
+    await page.screenshot({ path: path.join(ARTEFACTS, 'after-query.png'), fullPage: true });
+    mainPage.assertNoPageErrors();
+  });
+});
+
+// g. cancel
+
+test('cancel stops a long query and the next query works', async (t) => {
+  await withConsole(t, [mainPage], async () => {
+    const { page } = mainPage;
+    await mainPage.runInUi(fixtures.queries['cancel/long']);
+    const cancel = page.locator(UI.cancel);
+    await page.waitForFunction((sel) => {
+      const b = document.querySelector(sel);
+      return b !== null && !b.disabled;
+    }, UI.cancel, { timeout: 30_000 });
+    await page.waitForTimeout(1500); // let it get going: reading, then the join
+    await cancel.click();
+    const status = await mainPage.waitForText(UI.status, /cancel/i, 60_000);
+    t.diagnostic(`after cancel: ${status.trim()}`);
+
+    await mainPage.runInUi(fixtures.queries['after/nation']);
+    await mainPage.waitForText(UI.status, /\brows?\b/i);
+    assertMatches('after/nation', await mainPage.query(fixtures.queries['after/nation']));
+    mainPage.assertNoPageErrors();
+  });
+});
+
+// h. errors
+
+test('a wrong path and bad SQL give clear errors, and nothing uncaught', async (t) => {
+  await withConsole(t, [mainPage], async () => {
+    const missing = fixtures.queries['error/missing'];
+    await mainPage.runInUi(missing);
+    let text = await mainPage.waitForText(UI.error, /\S/);
+    assert.ok(await mainPage.page.locator(UI.error).isVisible(), '#error is not visible');
+    assert.match(text, /no_such_table\.parquet/, `#error should name the file; it says ${JSON.stringify(text)}`);
+    assert.match(text, /not found|404|no such|does not exist/i, `#error should say the file is missing; it says ${JSON.stringify(text)}`);
+    t.diagnostic(`wrong path: ${text.trim()}`);
+    const rejected = await mainPage.query(missing);
+    assert.equal(rejected.ok, false);
+    assert.match(rejected.error, /no_such_table\.parquet/);
+
+    await mainPage.runInUi(fixtures.queries['error/syntax']);
+    text = await mainPage.waitForText(UI.error, /\S/);
+    assert.doesNotMatch(text, /no_such_table/, `#error still shows the previous error: ${JSON.stringify(text)}`);
+    assert.match(text, /SELEC|syntax|expected|pars/i, `#error should point at the SQL; it says ${JSON.stringify(text)}`);
+    t.diagnostic(`bad SQL: ${text.trim()}`);
+    assert.equal((await mainPage.query(fixtures.queries['error/syntax'])).ok, false);
+
+    // and the page still answers
+    assertMatches('after/nation', await mainPage.query(fixtures.queries['after/nation']));
+    mainPage.assertNoPageErrors();
+  });
+});

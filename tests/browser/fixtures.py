@@ -1,0 +1,356 @@
+#!/usr/bin/env python3
+"""Everything the browser tests (browser.test.mjs) need outside the browser, kept up until
+stdin closes or this process is killed (SIGTERM, SIGINT).
+
+1. TPC-H SF 0.1 (QUIVER_TPCH_SF) through scripts/gen_tpch.py into
+   ~/.cache/quiver-data/tpch-sf0.1 (QUIVER_DATA moves it), as tests/conftest.py does.
+2. MinIO through scripts/minio.sh on 127.0.0.1:$QUIVER_BROWSER_MINIO_PORT (default 9500, or
+   a free port when that one is taken by something else), the `single` and `many` layouts
+   uploaded into the bucket `quiver-browser` under tpch/{single,many}/. MinIO's S3 API answers
+   CORS itself for any origin (preflights included; it exposes ETag, Content-Range,
+   Content-Length, Last-Modified), and has no PutBucketCors to call: nothing to set.
+3. A range-capable HTTP server (tests/servers/range_http.py, cors=True) over a folder holding
+   tpch/{single,many} (links to the TPC-H folder).
+4. DuckDB's results for every query the browser runs, on the local copies of the same files
+   (the same layout), written as JSON: {name: {columns, rows}}; numbers as JSON numbers,
+   decimals, dates and other values as strings.
+
+Then it prints one JSON line on stdout:
+
+    {"http_base", "s3_endpoint", "bucket", "access_key", "secret_key", "region",
+     "presigned_url", "expected_file", "queries": {name: sql}}
+
+and waits. Progress goes to stderr. Query names:
+
+    http/qNN      TPC-H query NN over the single layout by HTTP URL (views, then the query)
+    s3/qNN        TPC-H Q1, Q3, Q6, Q12, Q14 over the many layout by s3:// globs
+    s3/glob       rows per file of 's3://bucket/tpch/many/lineitem/*.parquet' (a listing)
+    s3/no-keys    an S3 read, for the page that has no keys (expected to fail)
+    presigned/nation   nation read through a presigned GetObject URL
+    ui/flags      a small aggregate typed into the page's editor
+    cancel/long   a cross join count that runs for hours (to be cancelled)
+    after/nation  a quick count, for after the cancel
+    error/missing a file that does not exist;  error/syntax  SQL that does not parse
+"""
+import datetime
+import decimal
+import json
+import math
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(HERE)
+REPO = os.path.dirname(TESTS)
+sys.path.insert(0, TESTS)
+
+import duckdb  # noqa: E402
+
+from servers.range_http import RangeHTTPServer  # noqa: E402
+from tpch.tables import QUERIES, TABLES, prelude, query_sql  # noqa: E402
+
+SF = os.environ.get("QUIVER_TPCH_SF", "0.1")
+MINIO_SCRIPT = os.path.join(REPO, "scripts", "minio.sh")
+MINIO_PORT = int(os.environ.get("QUIVER_BROWSER_MINIO_PORT", "9500"))
+BUCKET = "quiver-browser"
+LAYOUTS = ["single", "many"]
+S3_QUERIES = [1, 3, 6, 12, 14]
+# A week, the longest a SigV4 presigned URL may live.
+PRESIGN_SECONDS = 7 * 24 * 3600
+
+
+def say(message):
+    print(f"fixtures: {message}", file=sys.stderr, flush=True)
+
+
+# data
+
+
+def tpch_root():
+    root = os.environ.get("QUIVER_DATA",
+                          os.path.expanduser(f"~/.cache/quiver-data/tpch-sf{SF}"))
+    # gen_tpch prints to stdout, which is ours for the JSON line.
+    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "gen_tpch.py"), SF, root],
+                   check=True, stdout=sys.stderr)
+    return root
+
+
+# MinIO
+
+
+def minio_script(*args, timeout):
+    return subprocess.run([MINIO_SCRIPT, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def port_free(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_pair():
+    """A port P with P+1 also free (MinIO's console takes P+1)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port < 65535 and port_free(port) and port_free(port + 1):
+            return port
+    raise RuntimeError("no two free consecutive ports on 127.0.0.1")
+
+
+class MinIO:
+    """scripts/minio.sh start on the preferred port (reusing a server that minio.sh started
+    there before), else on a free one; stop() stops it only if started here."""
+
+    def __init__(self):
+        install = minio_script("install", timeout=1800)
+        if install.returncode != 0:
+            raise RuntimeError(f"MinIO could not be installed (scripts/minio.sh install):\n"
+                               f"{install.stderr}{install.stdout}")
+        start = minio_script("start", str(MINIO_PORT), timeout=120)
+        self.port = MINIO_PORT
+        self.fresh_dir = False
+        if start.returncode != 0:
+            self.port = free_port_pair()
+            self.fresh_dir = not os.path.exists(self.data_dir())
+            say(f"port {MINIO_PORT} unavailable ({start.stderr.strip().splitlines()[-1:]}); "
+                f"using {self.port}")
+            start = minio_script("start", str(self.port), timeout=120)
+            if start.returncode != 0:
+                raise RuntimeError(f"MinIO did not start (scripts/minio.sh start {self.port}):\n"
+                                   f"{start.stderr}{start.stdout}")
+        self.endpoint = start.stdout.strip().splitlines()[-1]
+        self.started_here = "already running" not in start.stderr
+        variables = {}
+        for word in shlex.split(minio_script("env", str(self.port), timeout=30).stdout):
+            name, _, value = word.partition("=")
+            variables[name] = value
+        self.access_key = variables["AWS_ACCESS_KEY_ID"]
+        self.secret_key = variables["AWS_SECRET_ACCESS_KEY"]
+        self.region = variables.get("AWS_REGION", "us-east-1")
+        say(f"MinIO on {self.endpoint}" + ("" if self.started_here else " (already running)"))
+
+    def data_dir(self):
+        base = os.environ.get("QUIVER_MINIO_DIR") or os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "quiver-minio")
+        return os.path.join(base, str(self.port))
+
+    def client(self):
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3", endpoint_url=self.endpoint, aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key, region_name=self.region,
+            config=Config(signature_version="s3v4", s3={"addressing_style": "path"},
+                          retries={"max_attempts": 2}))
+
+    def stop(self):
+        if self.started_here:
+            minio_script("stop", str(self.port), timeout=60)
+            if self.fresh_dir:  # a one-off port: its data is of no use to the next run
+                shutil.rmtree(self.data_dir(), ignore_errors=True)
+
+
+def upload(minio, root):
+    try:
+        from conftest import upload_tree
+    except ImportError:  # conftest needs pytest; the helper is small enough to repeat
+        upload_tree = upload_tree_copy
+    client = minio.client()
+    try:
+        client.head_bucket(Bucket=BUCKET)
+    except client.exceptions.ClientError:
+        client.create_bucket(Bucket=BUCKET)
+    for layout in LAYOUTS:
+        upload_tree(client, BUCKET, os.path.join(root, layout), f"tpch/{layout}/")
+    return client
+
+
+def upload_tree_copy(client, bucket, local_root, prefix):
+    """tests/conftest.py's upload_tree: every .parquet file under local_root at
+    prefix/<relative path>, skipping objects that already hold the same size (a copy made
+    for when conftest cannot be imported)."""
+    for folder, _, names in os.walk(local_root):
+        for name in sorted(n for n in names if n.endswith(".parquet")):
+            path = os.path.join(folder, name)
+            key = prefix + os.path.relpath(path, local_root).replace(os.sep, "/")
+            try:
+                size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
+            except client.exceptions.ClientError:
+                size = None
+            if size != os.path.getsize(path):
+                with open(path, "rb") as f:
+                    client.put_object(Bucket=bucket, Key=key, Body=f.read())
+
+
+# the queries, as the browser runs them, and DuckDB's answers
+
+
+def browser_prelude(root_url, layout):
+    """tests/tpch's prelude for Quiver with the tables bound to URLs. The page keeps one
+    session, so views are replaced rather than created again."""
+    return prelude(root_url, layout, "quiver").replace("CREATE VIEW ", "CREATE OR REPLACE VIEW ")
+
+
+def sql_string(text):
+    return "'" + text.replace("'", "''") + "'"
+
+
+def queries_for(http_base, presigned_url):
+    """{name: (browser SQL, (layout, DuckDB SQL) or None)}; layout picks the local folder
+    DuckDB reads (its prelude is added), None for no expected result."""
+    http_root = f"{http_base}/tpch"
+    s3_root = f"s3://{BUCKET}/tpch"
+    queries = {}
+    for n in QUERIES:
+        queries[f"http/q{n:02d}"] = (browser_prelude(http_root, "single") + query_sql(n),
+                                     ("single", query_sql(n)))
+    for n in S3_QUERIES:
+        queries[f"s3/q{n:02d}"] = (browser_prelude(s3_root, "many") + query_sql(n),
+                                   ("many", query_sql(n)))
+    glob = f"{s3_root}/many/lineitem/*.parquet"
+    queries["s3/glob"] = (
+        f"SELECT _file, count(*) AS n FROM {sql_string(glob)} GROUP BY _file ORDER BY _file",
+        ("many", "SELECT parse_filename(filename) AS _file, count(*) AS n FROM "
+                 "read_parquet({glob}, filename = true) GROUP BY 1 ORDER BY 1"))
+    queries["s3/no-keys"] = (
+        f"SELECT count(*) AS n FROM {sql_string(s3_root + '/single/nation.parquet')}", None)
+    queries["presigned/nation"] = (
+        f"SELECT n_nationkey, n_name, n_regionkey FROM {sql_string(presigned_url)} "
+        "ORDER BY n_nationkey",
+        ("single", "SELECT n_nationkey, n_name, n_regionkey FROM nation ORDER BY n_nationkey"))
+    lineitem = sql_string(f"{http_root}/single/lineitem.parquet")
+    queries["ui/flags"] = (
+        f"SELECT l_returnflag, l_linestatus, count(*) AS n, sum(l_quantity) AS qty "
+        f"FROM {lineitem} GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus",
+        ("single", "SELECT l_returnflag, l_linestatus, count(*) AS n, sum(l_quantity) AS qty "
+                   "FROM lineitem GROUP BY l_returnflag, l_linestatus "
+                   "ORDER BY l_returnflag, l_linestatus"))
+    orders = sql_string(f"{http_root}/single/orders.parquet")
+    queries["cancel/long"] = (
+        f"SELECT count(*) AS n FROM {orders} AS a CROSS JOIN {lineitem} AS b "
+        "WHERE a.o_totalprice + b.l_extendedprice > 0", None)
+    queries["after/nation"] = (
+        f"SELECT count(*) AS n FROM {sql_string(http_root + '/single/nation.parquet')}",
+        ("single", "SELECT count(*) AS n FROM nation"))
+    queries["error/missing"] = (
+        f"SELECT * FROM {sql_string(http_root + '/single/no_such_table.parquet')}", None)
+    queries["error/syntax"] = ("SELEC l_orderkey FROMM lineitem", None)
+    return queries
+
+
+def json_cell(value):
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (datetime.date, datetime.datetime, datetime.time)):
+        return value.isoformat()
+    return str(value)
+
+
+def expected_results(root, queries):
+    connections = {}
+    results = {}
+    for name, (_, oracle) in queries.items():
+        if oracle is None:
+            continue
+        layout, sql = oracle
+        if layout not in connections:
+            con = duckdb.connect()
+            con.execute(prelude(root, layout, "duckdb"))
+            connections[layout] = con
+        if "{glob}" in sql:
+            glob = os.path.join(root, layout, "lineitem", "*.parquet")
+            sql = sql.replace("{glob}", sql_string(glob))
+        cur = connections[layout].execute(sql)
+        rows = cur.fetchall()
+        results[name] = {"columns": [d[0] for d in cur.description],
+                         "rows": [[json_cell(v) for v in row] for row in rows]}
+    return results
+
+
+# the process
+
+
+def main():
+    root = tpch_root()
+    work = tempfile.mkdtemp(prefix="quiver-browser-")
+    stopped = threading.Event()
+    cleanups = [lambda: shutil.rmtree(work, ignore_errors=True)]
+
+    def cleanup():
+        while cleanups:
+            try:
+                cleanups.pop()()
+            except Exception as e:  # keep stopping the rest
+                say(f"cleanup: {e}")
+
+    def on_signal(signum, frame):
+        stopped.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        minio = MinIO()
+        cleanups.append(minio.stop)
+        say("uploading the single and many layouts")
+        client = upload(minio, root)
+        presigned = client.generate_presigned_url(
+            "get_object", Params={"Bucket": BUCKET, "Key": "tpch/single/nation.parquet"},
+            ExpiresIn=PRESIGN_SECONDS)
+
+        folder = os.path.join(work, "http-root")
+        os.makedirs(os.path.join(folder, "tpch"))
+        for layout in LAYOUTS:
+            os.symlink(os.path.join(root, layout), os.path.join(folder, "tpch", layout))
+        http = RangeHTTPServer(folder, cors=True).start()
+        cleanups.append(http.stop)
+        say(f"HTTP server on {http.url} over {folder}")
+
+        queries = queries_for(http.url, presigned)
+        say(f"computing DuckDB's results for {len(queries)} queries")
+        expected_file = os.path.join(work, "expected.json")
+        with open(expected_file, "w") as f:
+            json.dump(expected_results(root, queries), f)
+
+        print(json.dumps({
+            "http_base": http.url,
+            "s3_endpoint": minio.endpoint,
+            "bucket": BUCKET,
+            "access_key": minio.access_key,
+            "secret_key": minio.secret_key,
+            "region": minio.region,
+            "presigned_url": presigned,
+            "expected_file": expected_file,
+            "tables": TABLES,
+            "queries": {name: sql for name, (sql, _) in queries.items()},
+        }), flush=True)
+        say("ready; close stdin or send SIGTERM to stop")
+
+        # stdin closing (the test runner exiting, even abruptly) ends the wait.
+        reader = threading.Thread(target=lambda: (sys.stdin.read(), stopped.set()), daemon=True)
+        reader.start()
+        while not stopped.wait(0.5):
+            pass
+    finally:
+        cleanup()
+        say("stopped")
+
+
+if __name__ == "__main__":
+    main()
