@@ -491,6 +491,52 @@ test('the UI runs typed SQL, shows the rows and a profile waterfall', async (t) 
   });
 });
 
+// the other views of a result: exports, chart, schema
+
+test('exports, the chart and the schema view work on the last result', async (t) => {
+  await withConsole(t, [mainPage], async () => {
+    const { page } = mainPage;
+    const want = expected['ui/flags'];
+    await mainPage.runInUi(fixtures.queries['ui/flags']);
+    await mainPage.waitForText(UI.status, /\brows?\b/i);
+    const download = async (format) => {
+      await page.waitForFunction((id) => !document.getElementById(id).disabled,
+        `export-${format}`, { timeout: 30_000 });
+      const [file] = await Promise.all([page.waitForEvent('download'),
+        page.click(`#export-${format}`)]);
+      return readFileSync(await file.path());
+    };
+    const csv = (await download('csv')).toString('utf8').trim().split('\n');
+    assert.deepEqual(csv[0].split(','), want.columns, `CSV header: ${csv[0]}`);
+    assert.equal(csv.length, want.rows.length + 1, `CSV:\n${csv.join('\n')}`);
+    assert.equal(csv[1].split(',')[0], String(want.rows[0][0]));
+    const parquet = await download('parquet');
+    assert.equal(parquet.subarray(0, 4).toString('latin1'), 'PAR1');
+    assert.equal(parquet.subarray(-4).toString('latin1'), 'PAR1');
+    const arrow = await download('arrow');
+    assert.equal(arrow.readUInt32LE(0), 0xffffffff, 'an Arrow IPC stream starts with a continuation marker');
+
+    // Bars of n by l_returnflag, one series per l_linestatus: one bar per row.
+    await page.click('[data-tab="chart"]');
+    await page.selectOption('#chart-x', 'l_returnflag');
+    await page.selectOption('#chart-y', 'n');
+    await page.selectOption('#chart-series', 'l_linestatus');
+    await page.waitForFunction(() => /Bar chart/.test(document.getElementById('chart').textContent));
+    const bars = await page.locator('#chart svg rect').count();
+    assert.ok(bars >= want.rows.length, `the chart has ${bars} bars for ${want.rows.length} rows`);
+
+    await page.click('[data-tab="schema"]');
+    await page.fill('#schema-path', `${fixtures.http_base}/tpch/single/nation.parquet`);
+    await page.click('#schema-load');
+    const shown = await mainPage.waitForText('#schema-files', /n_nationkey/);
+    for (const column of ['n_name', 'n_regionkey', 'n_comment']) {
+      assert.ok(shown.includes(column), `the schema view lacks ${column}:\n${shown}`);
+    }
+    await page.click('[data-tab="results"]');
+    mainPage.assertNoPageErrors();
+  });
+});
+
 // g. cancel
 
 test('cancel stops a long query and the next query works', async (t) => {

@@ -150,7 +150,8 @@ function drawBars(svg: SVGElement, table: Table, x: Field, y: Field, series: Fie
   const yNumber = numberReader(y);
   const { keyAt, keys } = seriesOf(table, series);
   const categories: string[] = [];
-  const values = new Map<string, number>(); // "category\0series": the first value seen
+  // "category\0series": the sum of its rows, as a bar chart of a GROUP BY of fewer columns.
+  const values = new Map<string, number>();
   for (let row = 0; row < table.numRows; row++) {
     const value = xs.get(row);
     const category = value == null ? "NULL" : xText(value);
@@ -160,7 +161,7 @@ function drawBars(svg: SVGElement, table: Table, x: Field, y: Field, series: Fie
     }
     const cell = `${category}\0${keyAt(row)}`;
     const number = yNumber(ys.get(row));
-    if (!values.has(cell) && Number.isFinite(number)) values.set(cell, number);
+    if (Number.isFinite(number)) values.set(cell, (values.get(cell) ?? 0) + number);
   }
   const yScale = linearScale(niceDomain(extent([0, ...values.values()])), HEIGHT - MARGIN.bottom, MARGIN.top);
   const band = (WIDTH - MARGIN.left - MARGIN.right) / categories.length;
