@@ -16,9 +16,13 @@ use super::remote::store_error;
 use super::{ObjectMeta, ObjectSource};
 use crate::error::{QuiverError, Result};
 
-/// Whether `path` is an HTTP(S) URL with a query string: one object, never a glob.
+/// Whether `path` is an HTTP(S) URL with a query string (`?key=value…`): one object, never
+/// a glob. A `?` without a `key=` after it stays the glob's one-character wildcard.
 pub fn is_signed_url(path: &str) -> bool {
-    (path.starts_with("https://") || path.starts_with("http://")) && path.contains('?')
+    let web = path.starts_with("https://") || path.starts_with("http://");
+    web && path
+        .split_once('?')
+        .is_some_and(|(_, query)| query.split('&').any(|pair| pair.contains('=')))
 }
 
 #[derive(Debug)]
@@ -89,5 +93,22 @@ impl ObjectSource for SignedUrlSource {
             .starts_with('"')
             .then(|| object.version.clone());
         Ok(self.get(range, if_match).await?.2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_signed_url;
+
+    #[test]
+    fn a_query_string_makes_a_signed_url_and_a_lone_question_mark_a_glob() {
+        let presigned = "https://b.s3.amazonaws.com/t.parquet?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=ab";
+        assert!(is_signed_url(presigned));
+        assert!(is_signed_url(
+            "http://127.0.0.1:9000/b/k.parquet?AWSAccessKeyId=a&Signature=b"
+        ));
+        assert!(!is_signed_url("http://h/data/part-?.parquet"));
+        assert!(!is_signed_url("https://h/data/*.parquet"));
+        assert!(!is_signed_url("s3://b/k?x=1"));
     }
 }
