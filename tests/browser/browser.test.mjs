@@ -491,6 +491,27 @@ test('the UI runs typed SQL, shows the rows and a profile waterfall', async (t) 
   });
 });
 
+// a big result
+
+test('100,000 rows: the grid keeps a screenful of row elements and scrolls to the last row', async (t) => {
+  await withConsole(t, [mainPage], async () => {
+    const { page } = mainPage;
+    const url = `${fixtures.http_base}/tpch/single/lineitem.parquet`;
+    await mainPage.runInUi(`SELECT l_orderkey, l_partkey, l_shipdate, l_comment FROM '${url}' LIMIT 100000`);
+    await mainPage.waitForText(UI.status, /100,?000 rows/);
+    const elements = await page.locator('#grid [role="row"]').count();
+    assert.ok(elements > 10 && elements < 200, `${elements} row elements for 100,000 rows`);
+    await page.evaluate(() => {
+      const scroller = [document.getElementById('grid'), ...document.querySelectorAll('#grid *')]
+        .find((e) => e.scrollHeight > e.clientHeight + 1000);
+      scroller.scrollTop = scroller.scrollHeight;
+    });
+    await page.waitForFunction(() => [...document.querySelectorAll('#grid [role="rowheader"]')]
+      .some((cell) => cell.textContent === '100000' && !cell.parentElement.hidden), null, { timeout: 10_000 });
+    mainPage.assertNoPageErrors();
+  });
+});
+
 // the other views of a result: exports, chart, schema
 
 test('exports, the chart and the schema view work on the last result', async (t) => {
