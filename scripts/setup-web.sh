@@ -37,6 +37,8 @@ if [ -d node_modules/playwright-core ] && [ -d node_modules/vite ] && [ node_mod
   say "npm packages present"
 else
   say "installing npm packages"
-  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error
+  # `npm install`, not `npm ci`: the registry this machine reaches leaves rollup's optional
+  # per-platform packages out of the lock file, which `npm ci` then refuses.
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --no-audit --no-fund --loglevel=error
 fi
 say "done"

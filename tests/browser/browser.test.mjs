@@ -432,6 +432,14 @@ test('S3: no keys is a clear error; with keys, globs list and TPC-H matches', { 
           });
         });
       }
+      // The secret stays in the engine worker's memory: not in storage, the URL, the
+      // console, or a request URL (SigV4 sends only a signature).
+      const kept = await app.page.evaluate(() => JSON.stringify([
+        location.href, document.cookie, { ...localStorage }, { ...sessionStorage }]));
+      for (const [where, text] of [['page state', kept], ['console', app.console.join('\n')],
+        ['requests', app.requests.join('\n')]]) {
+        assert.ok(!text.includes(fixtures.secret_key), `the secret key appears in the ${where}`);
+      }
       app.assertNoPageErrors();
     });
   } finally {
