@@ -14,7 +14,12 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh   # QUIVER_NIGHTLY, CARGO_TARGET_DIR, QUIVER_TOOLS on PATH
 
 mode="${1:---release}"
-case "$mode" in --dev|--release) ;; *) echo "usage: $0 [--dev|--release]" >&2; exit 2 ;; esac
+case "$mode" in
+  --dev) profile=(--dev) ;;
+  # Cargo.toml's profile.wasm-release: opt-level "s", fat LTO, no name section.
+  --release) profile=(--profile wasm-release) ;;
+  *) echo "usage: $0 [--dev|--release]" >&2; exit 2 ;;
+esac
 out=web/public/wasm
 common='--cfg getrandom_backend="wasm_js"'
 # Debug info would make the dev module several times larger, for nothing the tests use.
@@ -23,7 +28,7 @@ export CARGO_PROFILE_DEV_DEBUG=false
 build() {
   local name=$1; shift
   echo "build-wasm: $name ($mode)"
-  wasm-pack build crates/quiver-wasm "$mode" --target web --no-typescript --no-pack \
+  wasm-pack build crates/quiver-wasm "${profile[@]}" --target web --no-typescript --no-pack \
     --out-dir "$PWD/$out/$name" "$@"
   rm -f "$out/$name/.gitignore"
 }
