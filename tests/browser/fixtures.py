@@ -164,10 +164,7 @@ class MinIO:
 
 
 def upload(minio, root):
-    try:
-        from conftest import upload_tree
-    except ImportError:  # conftest needs pytest; the helper is small enough to repeat
-        upload_tree = upload_tree_copy
+    from conftest import upload_tree  # the pytest fixtures' uploader (pytest is installed by setup)
     client = minio.client()
     try:
         client.head_bucket(Bucket=BUCKET)
@@ -176,26 +173,6 @@ def upload(minio, root):
     for layout in LAYOUTS:
         upload_tree(client, BUCKET, os.path.join(root, layout), f"tpch/{layout}/")
     return client
-
-
-def upload_tree_copy(client, bucket, local_root, prefix):
-    """tests/conftest.py's upload_tree: every .parquet file under local_root at
-    prefix/<relative path>, skipping objects that already hold the same size (a copy made
-    for when conftest cannot be imported)."""
-    for folder, _, names in os.walk(local_root):
-        for name in sorted(n for n in names if n.endswith(".parquet")):
-            path = os.path.join(folder, name)
-            key = prefix + os.path.relpath(path, local_root).replace(os.sep, "/")
-            try:
-                size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
-            except client.exceptions.ClientError:
-                size = None
-            if size != os.path.getsize(path):
-                with open(path, "rb") as f:
-                    client.put_object(Bucket=bucket, Key=key, Body=f.read())
-
-
-# the queries, as the browser runs them, and DuckDB's answers
 
 
 def browser_prelude(root_url, layout):
