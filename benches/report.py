@@ -89,6 +89,22 @@ def ratio_table(results, base, peers, kinds):
     return table(header, rows)
 
 
+def per_query_ratio_table(results, base, peers, kinds):
+    """Queries down; base/peer for each peer and kind across; the geomean in the last row."""
+    header = ["query"] + [f"/ {p.label} {kind}" for p in peers for kind in kinds]
+    rows = []
+    for q, o in results.items():
+        row = [q]
+        for peer in peers:
+            for kind in kinds:
+                b, p = o[base.name].time(kind), o[peer.name].time(kind)
+                row.append(times(b / p) if b and p else "-")
+        rows.append(row)
+    rows.append(["**geomean**"] + [times(ratio(results, base.name, peer.name, kind)[1])
+                                   for peer in peers for kind in kinds])
+    return table(header, rows)
+
+
 def ratio_lines(results, base, peers, kinds):
     """Summary lines like 'Quiver/DuckDB: hot 0.80x, cold 1.10x (total over 22 queries)'."""
     lines = []

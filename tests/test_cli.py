@@ -183,8 +183,38 @@ def test_schema_override(quiver, tmp_path):
 
 def test_explain_shows_row_groups_and_buckets(quiver, tmp_path):
     write(str(tmp_path / "rg.parquet"), 10_000, row_group_size=1_000)
-    out = quiver.ok("explain", "SELECT count(*) FROM 'rg.parquet'", cwd=tmp_path).lower()
+    out = quiver.ok("explain", "SELECT sum(id) FROM 'rg.parquet'", cwd=tmp_path).lower()
     assert "buckets" in out and "row groups" in out, out
+
+
+def test_count_min_max_of_a_whole_table_come_from_footers(quiver, tmp_path):
+    """The scan tells the planner its footers' row counts and min/max: DataFusion answers
+    count(*), min and max of a whole table from them, and a filter still reads the data."""
+    write(str(tmp_path / "s" / "a.parquet"), 3_000, row_group_size=1_000)
+    write(str(tmp_path / "s" / "b.parquet"), 2_000, start=3_000, row_group_size=1_000)
+    sql = "SELECT count(*) AS n, min(id) AS lo, max(id) AS hi FROM 's/*.parquet'"
+    plan = quiver.ok("explain", sql, cwd=tmp_path)
+    assert "BucketScanExec" not in plan, plan
+    assert quiver.csv(sql, cwd=tmp_path) == (["n", "lo", "hi"], [["5000", "0", "4999"]])
+    filtered = "SELECT count(*) AS n FROM 's/*.parquet' WHERE id % 7 = 0"
+    assert "BucketScanExec" in quiver.ok("explain", filtered, cwd=tmp_path)
+    assert quiver.csv(filtered, cwd=tmp_path) == (["n"], [["715"]])
+
+
+def test_join_builds_on_the_smaller_side(quiver, tmp_path):
+    """With row counts from the footers the planner swaps a join so that the small table is
+    the build side, collected once (CollectLeft) instead of both sides hash-partitioned."""
+    write(str(tmp_path / "big.parquet"), 200_000, row_group_size=20_000)
+    pq.write_table(pa.table({"k": pa.array([0, 1, 2], pa.int64()), "label": ["a", "b", "c"]}),
+                   str(tmp_path / "small.parquet"))
+    sql = ("SELECT label, count(*) AS n FROM 'big.parquet' JOIN 'small.parquet' ON id = k "
+           "GROUP BY label ORDER BY label")
+    plan = quiver.ok("explain", sql, cwd=tmp_path)
+    join = plan[plan.index("HashJoinExec"):]
+    assert "mode=CollectLeft" in join.splitlines()[0], plan
+    scans = [line for line in join.splitlines() if "BucketScanExec" in line]
+    assert "columns=[k, label]" in scans[0] and "columns=[id]" in scans[1], plan
+    assert quiver.csv(sql, cwd=tmp_path) == (["label", "n"], [["a", "1"], ["b", "1"], ["c", "1"]])
 
 
 # errors: non-zero exit, a message naming the problem, no panic

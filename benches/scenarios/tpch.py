@@ -1,13 +1,16 @@
 """Scenario 1: TPC-H, 22 queries over one Parquet file per table, cold and hot, every engine.
 
-Time per query per engine, and Quiver's ratio against each peer (total and geometric mean).
-Queries and file paths come from tests/tpch; the data from scripts/gen_tpch.py (layout single).
+Time per query per engine, Quiver's ratio against each peer per query and overall (total and
+geometric mean), and each engine's peak memory per query (a fresh process each, see
+benches/memory.py). Queries and file paths come from tests/tpch; the data from
+scripts/gen_tpch.py (layout single).
 """
 import os
 
 from tpch.tables import QUERIES, TABLES, query_sql, table_glob
 
-from benches import charts, data, report
+from benches import charts, data, memory, report
+from benches.engines import EngineError
 
 NAME = "tpch"
 TITLE = "TPC-H: 22 queries, cold and hot"
@@ -33,6 +36,9 @@ def run(bench):
             + report.time_table(results, engines, "cold")
             + f"\n### {base.label} against each peer (below 1x: {base.label} is faster)\n\n"
             + report.ratio_table(results, base, peers, KINDS)
+            + f"\n### {base.label} / peer per query (below 1x: {base.label} is faster)\n\n"
+            + report.per_query_ratio_table(results, base, peers, KINDS)
+            + memory_section(bench, setup)
             + "\n### Notes\n\n" + report.notes(results, engines))
 
     chart = f"{NAME}.png"
@@ -41,3 +47,30 @@ def run(bench):
     summary = report.ratio_lines(results, base, peers, KINDS)
     return report.Section(NAME, f"TPC-H SF {bench.mode.sf}: 22 queries, cold and hot", body,
                           [chart], summary)
+
+
+def memory_section(bench, setup):
+    """Peak RSS per query and engine, each in a fresh process, after the timed runs."""
+    missing = memory.available()
+    if missing:
+        return f"\n### Peak memory\n\nNot measured: {missing}.\n"
+    print("  peak memory per query (a fresh process each)", flush=True)
+    floors, rows = {}, []
+    for e in bench.engines:
+        try:
+            floors[e.name] = f"{memory.baseline(e):.0f}"
+        except EngineError as error:
+            floors[e.name] = f"error ({error})"
+    for n in QUERIES:
+        row = [f"q{n:02d}"]
+        for e in bench.engines:
+            try:
+                row.append(f"{memory.peak_mb(e, setup[e.name], query_sql(n)):.0f}")
+            except EngineError:
+                row.append("error")
+        rows.append(row)
+    rows.append(["`SELECT 1`"] + [floors[e.name] for e in bench.engines])
+    return ("\n### Peak memory: max RSS per query, MB\n\n"
+            "A fresh process per engine and query (`/usr/bin/time -f %M`); the Python engines' "
+            "numbers include the interpreter and library, whose floor is the last row.\n\n"
+            + report.table(["query"] + [e.label for e in bench.engines], rows))

@@ -2,9 +2,11 @@
 //! source trait, object storage). Modules follow the flow of a query, top to bottom;
 //! none imports one above it.
 //!
-//! source → cache → footer → prune → bucket → fetch → scan → copy → table → compute → fragment →
+//! source → cache → footer → prune → statistics → bucket → fetch → scan → copy → table → compute → fragment →
 //! session → format
 
+#[cfg(not(target_arch = "wasm32"))]
+pub mod allocator;
 pub mod bucket;
 pub mod cache;
 pub mod compute;
@@ -22,6 +24,7 @@ pub mod runtime;
 pub mod scan;
 pub mod session;
 pub mod source;
+pub mod statistics;
 pub mod table;
 
 pub use error::{describe, QuiverError};

@@ -8,9 +8,10 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::ScalarValue;
+use datafusion::common::{ScalarValue, Statistics};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::object_store::ObjectStoreUrl;
 use datafusion::datasource::physical_plan::parquet::ParquetAccessPlan;
@@ -31,11 +32,12 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
 use futures::future::{try_join_all, BoxFuture, FutureExt};
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::metadata::ParquetMetaData;
 use serde::{Deserialize, Serialize};
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::bucket::Bucket;
 use crate::fetch::{column_chunk_ranges, fetch_ranges, leaf_columns, FetchedBytes};
@@ -75,6 +77,9 @@ pub struct BucketScanExec {
     properties: Arc<PlanProperties>,
     /// Per-partition requests, bytes and cache hits, for EXPLAIN ANALYZE.
     metrics: ExecutionPlanMetricsSet,
+    /// What the footers say of the scan's output (row counts, min/max, nulls), for the
+    /// planner; unknown for a scan rebuilt from a travelling plan or cut to a share.
+    statistics: Arc<Statistics>,
     /// Inputs fetched ahead of execution for a one-partition scan ("fetch, then compute":
     /// the fragment executor fetches outside the compute pool, then decodes on it).
     fetched: Option<Arc<Vec<PartitionedFile>>>,
@@ -99,6 +104,7 @@ impl BucketScanExec {
         } else {
             partitions
         };
+        let statistics = Arc::new(Statistics::new_unknown(&projected));
         let properties = PlanProperties::new(
             EquivalenceProperties::new(projected),
             Partitioning::UnknownPartitioning(partitions.len()),
@@ -114,8 +120,15 @@ impl BucketScanExec {
             summary,
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
+            statistics,
             fetched: None,
         })
+    }
+
+    /// The same scan with what the footers say of its output.
+    pub fn with_statistics(mut self, statistics: Statistics) -> Self {
+        self.statistics = Arc::new(statistics);
+        self
     }
 
     pub fn table_schema(&self) -> &SchemaRef {
@@ -267,6 +280,14 @@ impl ExecutionPlan for BucketScanExec {
         Some(self.metrics.clone_inner())
     }
 
+    fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
+        match partition {
+            None => Ok(Arc::clone(&self.statistics)),
+            // Partitions are balanced by bytes, not rows: nothing exact to say of one.
+            Some(_) => Ok(Arc::new(Statistics::new_unknown(&self.schema()))),
+        }
+    }
+
     fn with_new_children(
         self: Arc<Self>,
         _children: Vec<Arc<dyn ExecutionPlan>>,
@@ -300,39 +321,105 @@ impl ExecutionPlan for BucketScanExec {
                 stream,
             )));
         }
-        let scan = self.clone();
-        let schema = self.schema();
+        let scan = Arc::new(self.clone());
         let options = QuiverOptions::of(context.session_config().options());
         let counters = ScanCounters::new(&self.metrics, partition);
-        let stream = futures::stream::once(async move {
-            let metrics = runtime.metrics();
-            let bytes: u64 = buckets.iter().map(|b| b.bytes).sum();
-            let permit = runtime.reserve(bytes).await?;
-            let inputs = try_join_all(
-                buckets
-                    .iter()
-                    .map(|bucket| scan.read_bucket(&runtime, &options, bucket, &metrics)),
-            )
-            .await?;
-            counters.record(&inputs);
-            let plan = scan.decoder(inputs)?;
-            let done = buckets.len() as u64;
-            let decoded = plan.execute(0, context)?;
-            // The permit (memory budget) is held until the partition's batches are all out.
-            let finished = futures::stream::once(async move {
-                drop(permit);
-                QueryMetrics::add(&metrics.buckets_done, done);
-                None
-            });
-            Ok::<_, DataFusionError>(
-                decoded
-                    .map(Some)
-                    .chain(finished)
-                    .filter_map(futures::future::ready),
-            )
-        })
-        .try_flatten();
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+        let fetches = {
+            let scan = Arc::clone(&scan);
+            let runtime = Arc::clone(&runtime);
+            futures::stream::iter(buckets)
+                .map(move |bucket| {
+                    let (scan, runtime, options) =
+                        (Arc::clone(&scan), Arc::clone(&runtime), options.clone());
+                    async move {
+                        // Memory for this bucket's bytes only, held until it is decoded.
+                        let permit = runtime.reserve(bucket.bytes).await?;
+                        let metrics = runtime.metrics();
+                        let input = scan
+                            .read_bucket(&runtime, &options, &bucket, &metrics)
+                            .await?;
+                        Ok((input, permit))
+                    }
+                    .boxed()
+                })
+                .buffered(PREFETCH_BUCKETS)
+                .boxed()
+                .fuse()
+        };
+        let metrics = runtime.metrics();
+        let decode = move |input: PartitionedFile| {
+            counters.record(std::slice::from_ref(&input));
+            scan.decoder(vec![input])?.execute(0, Arc::clone(&context))
+        };
+        let done = move || QueryMetrics::add(&metrics.buckets_done, 1);
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema(),
+            BucketStream {
+                fetches,
+                next: None,
+                current: None,
+                decode: Box::new(decode),
+                done: Box::new(done),
+            },
+        )))
+    }
+}
+
+/// Buckets fetched ahead of the one being decoded: 2, so that the next bucket's requests
+/// are in flight while this one decodes, and a partition holds at most two buckets' bytes.
+const PREFETCH_BUCKETS: usize = 2;
+
+type FetchedBucket = Result<(PartitionedFile, OwnedSemaphorePermit)>;
+
+/// A partition's batches, bucket after bucket: each bucket's bytes are fetched (up to
+/// `PREFETCH_BUCKETS` ahead) and then decoded from memory. The next fetch is driven
+/// between batches, so I/O overlaps decoding; a bucket's memory returns when its last batch
+/// is out, and decoding never waits for memory, so partitions cannot starve each other.
+struct BucketStream {
+    fetches: futures::stream::Fuse<futures::stream::BoxStream<'static, FetchedBucket>>,
+    /// A fetched bucket waiting for the current one to finish.
+    next: Option<FetchedBucket>,
+    current: Option<(SendableRecordBatchStream, OwnedSemaphorePermit)>,
+    decode: Box<dyn FnMut(PartitionedFile) -> Result<SendableRecordBatchStream> + Send>,
+    done: Box<dyn Fn() + Send>,
+}
+
+impl futures::Stream for BucketStream {
+    type Item = Result<RecordBatch>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use futures::stream::FusedStream;
+        use std::task::Poll;
+        let this = &mut *self;
+        loop {
+            if this.next.is_none() && !this.fetches.is_terminated() {
+                if let Poll::Ready(Some(fetched)) = this.fetches.poll_next_unpin(cx) {
+                    this.next = Some(fetched);
+                }
+            }
+            if let Some((stream, _)) = &mut this.current {
+                match stream.poll_next_unpin(cx) {
+                    Poll::Ready(None) => {
+                        this.current = None; // returns the bucket's memory
+                        (this.done)();
+                        continue;
+                    }
+                    other => return other,
+                }
+            }
+            match this.next.take() {
+                Some(Ok((input, permit))) => match (this.decode)(input) {
+                    Ok(stream) => this.current = Some((stream, permit)),
+                    Err(error) => return Poll::Ready(Some(Err(error))),
+                },
+                Some(Err(error)) => return Poll::Ready(Some(Err(error))),
+                None if this.fetches.is_terminated() => return Poll::Ready(None),
+                None => return Poll::Pending,
+            }
+        }
     }
 }
 

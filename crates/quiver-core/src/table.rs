@@ -11,7 +11,7 @@ use datafusion::arrow::array::{RecordBatch, UInt32Array};
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::common::{DFSchema, ScalarValue, Statistics};
 use datafusion::datasource::file_format::parquet::{
     transform_binary_to_string, transform_schema_to_view,
 };
@@ -33,6 +33,7 @@ use crate::prune::{files_to_read, row_groups_to_read};
 use crate::runtime::QuiverRuntime;
 use crate::scan::{BucketScanExec, ScanFile, ScanSummary};
 use crate::source::{list_files, Listing, ListingOptions};
+use crate::statistics;
 
 /// 64 footers in flight while planning: listing-sized concurrency for object storage.
 const FOOTER_CONCURRENCY: usize = 64;
@@ -373,19 +374,33 @@ impl TableProvider for QuiverTable {
             }
             None => None,
         };
-        let projected: Vec<String> = projection
+        let output: Vec<usize> = projection
             .cloned()
-            .unwrap_or_else(|| (0..self.schema.fields().len()).collect())
-            .into_iter()
+            .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
+        // The projected file columns, which the footers describe, and where each output
+        // column is among them (listing columns are not).
+        let file_outputs: Vec<usize> = output
+            .iter()
+            .copied()
             .filter(|&i| i < self.file_columns)
-            .map(|i| self.schema.field(i).name().clone())
+            .collect();
+        let described = Arc::new(self.schema.project(&file_outputs)?);
+        let described_at: Vec<Option<usize>> = output
+            .iter()
+            .map(|i| file_outputs.iter().position(|f| f == i))
+            .collect();
+        let projected: Vec<String> = described
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
             .collect();
 
         // Footers of the kept files, concurrently; each yields the work its row groups hold.
-        let works: Vec<(FileWork, usize, usize)> = stream::iter(kept.iter().copied())
+        let works: Vec<(FileWork, usize, usize, Statistics)> = stream::iter(kept.iter().copied())
             .map(|index| {
                 let (runtime, metrics, predicate, projected, file_schema) =
                     (&runtime, &metrics, &predicate, &projected, &file_schema);
+                let described = &described;
                 async move {
                     let meta = &self.listing.files[index].meta;
                     let source = runtime.sources.for_path(&meta.path, s3)?;
@@ -412,6 +427,8 @@ impl TableProvider for QuiverTable {
                         .collect::<Vec<_>>();
                     let total = metadata.num_row_groups();
                     let pruned = total - row_groups.len();
+                    let statistics =
+                        statistics::kept_row_groups(&metadata, &stored, described, &keep);
                     Ok::<_, DataFusionError>((
                         FileWork {
                             file: index,
@@ -419,6 +436,7 @@ impl TableProvider for QuiverTable {
                         },
                         total,
                         pruned,
+                        statistics,
                     ))
                 }
             })
@@ -432,14 +450,22 @@ impl TableProvider for QuiverTable {
             files_pruned: self.listing.files.len() - kept.len(),
             ..Default::default()
         };
-        for (work, total, pruned) in &works {
+        for (work, total, pruned, _) in &works {
             summary.row_groups += total - pruned;
             summary.row_groups_pruned += pruned;
             summary.bytes_planned += work.row_groups.iter().map(|(_, b)| b).sum::<u64>();
         }
         let options =
             QuiverOptions::of(state.config().options()).buckets(state.config().target_partitions());
-        let work: Vec<FileWork> = works.into_iter().map(|(w, _, _)| w).collect();
+        let (work, files_statistics): (Vec<FileWork>, Vec<Statistics>) =
+            works.into_iter().map(|(w, _, _, s)| (w, s)).unzip();
+        let output_schema = self.schema.project(&output)?;
+        let statistics = statistics::scan_statistics(
+            &files_statistics,
+            &described,
+            &described_at,
+            &output_schema,
+        );
         let buckets = plan_buckets(&work, &options);
         QueryMetrics::add(&metrics.files, summary.files as u64);
         QueryMetrics::add(&metrics.row_groups, summary.row_groups as u64);
@@ -463,14 +489,17 @@ impl TableProvider for QuiverTable {
                     .collect(),
             })
             .collect();
-        Ok(Arc::new(BucketScanExec::try_new(
-            Arc::clone(&self.schema),
-            self.file_columns,
-            projection.cloned(),
-            Arc::new(files),
-            partitions,
-            summary,
-        )?))
+        Ok(Arc::new(
+            BucketScanExec::try_new(
+                Arc::clone(&self.schema),
+                self.file_columns,
+                projection.cloned(),
+                Arc::new(files),
+                partitions,
+                summary,
+            )?
+            .with_statistics(statistics),
+        ))
     }
 }
 

@@ -89,9 +89,11 @@ impl QuiverSession {
         let config = SessionConfig::new()
             .with_target_partitions(options.threads.max(1))
             .with_information_schema(true)
-            // Our buckets are the scan's parallelism; a round-robin exchange above the scan
-            // would also cut every fragment down to a bare scan.
-            .with_round_robin_repartition(false)
+            // Natively DataFusion spreads a scan of fewer partitions than threads (a small
+            // table is one bucket) over every thread, as it does for its own scan. Fragments
+            // are cut below the first exchange, so there a round-robin exchange above the
+            // scan would cut every fragment down to a bare scan: buckets are their parallelism.
+            .with_round_robin_repartition(options.executor == ExecutorKind::DataFusion)
             .with_extension(Arc::clone(&runtime))
             .with_option_extension(QuiverOptions::default());
         let context = SessionContext::new_with_config(config);
