@@ -366,7 +366,8 @@ impl ExecutionPlan for BucketScanExec {
 }
 
 /// Buckets fetched ahead of the one being decoded: 2, so that the next bucket's requests
-/// are in flight while this one decodes, and a partition holds at most two buckets' bytes.
+/// are in flight while this one decodes. With the one handed over and waiting, a partition
+/// holds at most three buckets' bytes (it used to hold all of its buckets).
 const PREFETCH_BUCKETS: usize = 2;
 
 type FetchedBucket = Result<(PartitionedFile, OwnedSemaphorePermit)>;
