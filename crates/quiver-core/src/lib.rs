@@ -2,8 +2,8 @@
 //! source trait, object storage). Modules follow the flow of a query, top to bottom;
 //! none imports one above it.
 //!
-//! source → cache → footer → prune → statistics → bucket → fetch → scan → copy → table → compute → fragment →
-//! session → format
+//! source → cache → footer → prune → statistics → bucket → fetch → scan → copy → table →
+//! compute → fragment → session → format
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod allocator;
