@@ -7,7 +7,8 @@ The read plan these tests compute from pyarrow's metadata (and that quiver must 
   footer is larger); those bytes go into the block cache, so column chunks (or the parts of
   them) inside that tail cost no GET, and a file under 512 KiB costs one GET in all;
 - the row groups a query keeps are split into buckets (bucket.rs: about total / (2 x threads)
-  projected bytes each, at least quiver.min_bucket_bytes); every test passes --threads 2;
+  projected bytes each, at least quiver.min_bucket_bytes or, when that leaves a thread
+  idle, total / threads but 1 MiB at least); every test passes --threads 2;
 - per bucket, the column chunks of the projected columns (from the dictionary page if any,
   else the first data page, total_compressed_size long), sorted, are merged when the gap is
   at most coalesce_gap (after taking out what the cache holds), and a merged range longer
@@ -180,7 +181,8 @@ def chunk_range(column):
 def plan_buckets(row_group_bytes, threads, min_bytes, max_bytes=128 * MIB):
     """bucket.rs's plan_buckets for one file: [(row group, bytes)] -> [[row group]]."""
     total = sum(b for _, b in row_group_bytes)
-    target = max(min(max(total // (threads * 2), min_bytes), max_bytes), 1)
+    floor = min(min_bytes, max(total // threads, MIB))  # every thread busy, 1 MiB each at least
+    target = max(min(max(total // (threads * 2), floor), max_bytes), 1)
     buckets, current, size = [], [], 0
     for row_group, nbytes in row_group_bytes:
         if current and size + nbytes // 2 > target:
@@ -401,9 +403,13 @@ ALL_COLUMNS_SQL = "SELECT count(*) AS n FROM '{url}' WHERE concat_ws('|', {colum
 def test_full_scan_gets_few_large_ranges(remote, one_bucket):
     path = remote.local(LINEITEM)
     names = pq.ParquetFile(path).schema_arrow.names
+    # One bucket: a floor above the file's size, and one thread (with two, the floor gives
+    # way so that the second thread has a bucket too).
     settings = "SET quiver.min_bucket_bytes = 1073741824;\n" if one_bucket else ""
-    plan = read_plan(path, names, min_bucket_bytes=1 << 30 if one_bucket else 8 * MIB)
-    proc = remote.quiver.run("query", "--format", "csv", "--threads", THREADS, "--profile",
+    threads = "1" if one_bucket else THREADS
+    plan = read_plan(path, names, threads=int(threads),
+                     min_bucket_bytes=1 << 30 if one_bucket else 8 * MIB)
+    proc = remote.quiver.run("query", "--format", "csv", "--threads", threads, "--profile",
                              settings + ALL_COLUMNS_SQL.format(url=remote.url(LINEITEM),
                                                                columns=", ".join(names)))
     assert proc.returncode == 0, proc.stderr

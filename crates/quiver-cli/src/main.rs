@@ -15,7 +15,7 @@ use quiver_core::metrics::QueryMetrics;
 use quiver_core::runtime::QuiverRuntime;
 use quiver_core::{describe, ExecutorKind, QuiverSession, SessionOptions};
 
-/// mimalloc, tuned in `main` (see `quiver_core::allocator`).
+/// mimalloc (see `quiver_core::allocator`).
 #[global_allocator]
 static ALLOCATOR: quiver_core::allocator::MiMalloc = quiver_core::allocator::MiMalloc;
 
@@ -152,7 +152,6 @@ fn parse_executor(text: &str) -> Result<ExecutorKind, String> {
 }
 
 fn main() -> ExitCode {
-    quiver_core::allocator::give_memory_back_at_once();
     let cli = Cli::parse();
     let (Command::Query(args) | Command::Explain(args)) = &cli.command;
     let threads = args

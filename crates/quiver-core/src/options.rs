@@ -18,7 +18,8 @@ extensions_options! {
         pub max_coalesced_bytes: u64, default = MAX_COALESCED_BYTES
         /// Requests in flight at once, per bucket.
         pub max_concurrent_requests: usize, default = MAX_CONCURRENT_REQUESTS
-        /// Buckets smaller than this are not split off (0 splits every file for every thread).
+        /// Buckets smaller than this are not split off, unless a thread would idle (then down
+        /// to 1 MiB); 0 splits every file for every thread.
         pub min_bucket_bytes: u64, default = MIN_BUCKET_BYTES
         /// Runs larger than this are split whatever the thread count.
         pub max_bucket_bytes: u64, default = MAX_BUCKET_BYTES

@@ -7,13 +7,12 @@ use lambda_runtime::{service_fn, Error, LambdaEvent};
 use quiver_lambda::coordinator::Coordinator;
 use serde_json::Value;
 
-/// mimalloc, tuned in `main` (see `quiver_core::allocator`).
+/// mimalloc (see `quiver_core::allocator`).
 #[global_allocator]
 static ALLOCATOR: quiver_core::allocator::MiMalloc = quiver_core::allocator::MiMalloc;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    quiver_core::allocator::give_memory_back_at_once();
     let worker = quiver_lambda::env("QUIVER_WORKER_FUNCTION").unwrap_or_else(|| "worker".into());
     // Lambda names the function itself; sub-coordinators are invocations of it.
     let itself = quiver_lambda::env("AWS_LAMBDA_FUNCTION_NAME");

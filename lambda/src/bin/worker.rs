@@ -9,7 +9,7 @@ use lambda_runtime::{service_fn, Error, LambdaEvent};
 use quiver_lambda::protocol::{WorkerRequest, WorkerResponse};
 use quiver_lambda::worker::{handle, Worker};
 
-/// mimalloc, tuned in `main` (see `quiver_core::allocator`).
+/// mimalloc (see `quiver_core::allocator`).
 #[global_allocator]
 static ALLOCATOR: quiver_core::allocator::MiMalloc = quiver_core::allocator::MiMalloc;
 
@@ -32,7 +32,6 @@ fn injected_fault() -> Result<(), Error> {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    quiver_core::allocator::give_memory_back_at_once();
     let worker = Arc::new(Worker::new()?);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<WorkerRequest>| {
         let worker = Arc::clone(&worker);
