@@ -2,6 +2,8 @@
 columns, virtual columns, schema override, explain, and clear errors (never a panic)."""
 import json
 import os
+import shlex
+import subprocess
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -291,6 +293,19 @@ def test_one_file_is_split_into_buckets_with_the_same_answer(quiver, tmp_path, e
                                                   ["odd", "10000", str(sum(range(1, 20_000, 2)))]])
     plan = quiver.ok("explain", "--threads", "2", split_sql, cwd=tmp_path)
     assert "buckets=4 in 4 partitions" in plan, plan
+
+
+@pytest.mark.parametrize("fmt", ["csv", "table", "json"])
+def test_a_reader_that_stops_early_ends_the_output_quietly(quiver, tmp_path, fmt):
+    """`quiver query ... | head -1`: the pipe closes after one line; quiver stops without
+    an error or a panic and exits 0, as cat does."""
+    write(str(tmp_path / "big.parquet"), 200_000)
+    sql = "SELECT * FROM 'big.parquet'"
+    pipeline = f"{shlex.quote(quiver.path)} query --format {fmt} {shlex.quote(sql)} | head -1"
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", pipeline], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", (proc.returncode, proc.stderr)
+    assert len(proc.stdout.splitlines()) == 1
 
 
 def test_profile_reports_requests_and_phases(quiver, data):

@@ -259,6 +259,30 @@ def test_an_output_over_6_mb_travels_through_s3(emulator, s3, tpch_data):
     assert left.get("KeyCount", 0) == 0, left.get("Contents")
 
 
+def test_a_failed_query_still_reads_and_deletes_the_spills_of_the_other_workers(emulator, s3):
+    """Worker 1 of 2 fails (every attempt) while worker 0 spills its ~9 MB answer: the query
+    fails, but only after worker 0's spill was read and deleted; none is left. (Here the
+    emulator answers a function error with a 500, which the SDK retries, so worker 1 fails
+    late; on AWS it fails at once, and the coordinator used to drop worker 0 unread.)"""
+    lineitem = s3.url("tpch/single/lineitem.parquet")
+    s3.control.reset()
+    with open(emulator.fault_file, "w") as f:
+        f.write("error always worker=1")
+    try:
+        status, error, body = emulator.invoke("coordinator", {
+            "sql": f"SELECT count(DISTINCT l_comment) AS n FROM '{lineitem}'", "format": "json",
+            "settings": {"lambda.workers": "2", "lambda.retries": "0",
+                         "quiver.min_bucket_bytes": "0"}})
+    finally:
+        os.remove(emulator.fault_file)
+    assert "result" not in body and "injected fault: error" in body["errorMessage"], body
+    counts = s3.control.stats()["counts"]
+    deletes = counts.get("DeleteObject", 0) + counts.get("DeleteObjects", 0)
+    assert counts.get("PutObject") == 1 and deletes == 1, counts
+    left = s3.client().list_objects_v2(Bucket=s3.bucket, Prefix=RESULT_PREFIX)
+    assert left.get("KeyCount", 0) == 0, left.get("Contents")
+
+
 def test_a_worker_that_keeps_failing_fails_the_query_naming_its_bucket(emulator, s3):
     """Every worker attempt fails: after its retries the query fails, the error names the
     worker's bucket and the cause, and no partial result comes back as a result."""

@@ -15,7 +15,7 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::{collect, ExecutionPlan};
-use futures::future::try_join_all;
+use futures::future::join_all;
 use quiver_core::bucket::{assign_to_workers, Bucket};
 use quiver_core::copy::{discard, CopyTarget, WrittenFile};
 use quiver_core::fragment::{work_for, Fragment, FragmentRunner};
@@ -129,13 +129,16 @@ impl LambdaRunner {
         options: &LambdaOptions,
         context: &TaskContext,
     ) -> Result<Vec<Vec<RecordBatch>>> {
-        let outputs = try_join_all(requests.iter().map(|request| async move {
+        // join_all, not try_join_all: the first error must not drop the other requests,
+        // whose workers would go on and leave their spills behind.
+        let outputs = join_all(requests.iter().map(|request| async move {
             let response = self
                 .invoke_with_retries(function, request, options.retries)
                 .await?;
             self.output_of(response, context).await
         }))
-        .await?;
+        .await;
+        let outputs = outputs.into_iter().collect::<Result<Vec<_>>>()?;
         Ok(outputs.into_iter().flatten().collect())
     }
 
@@ -147,7 +150,7 @@ impl LambdaRunner {
         options: &LambdaOptions,
         context: &TaskContext,
     ) -> Result<Vec<WrittenFile>> {
-        let results = futures::future::join_all(requests.iter().map(|request| async move {
+        let results = join_all(requests.iter().map(|request| async move {
             let response = self
                 .invoke_with_retries(function, request, options.retries)
                 .await?;

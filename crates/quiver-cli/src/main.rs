@@ -1,7 +1,7 @@
 //! The `quiver` command: parses arguments, runs SQL through quiver-core, prints results.
 //! All behaviour lives in the core, where the browser and Lambda get it too.
 
-use std::io::{IsTerminal, Read};
+use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -254,24 +254,45 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
                         .into(),
                 );
             }
-            write_batches(
+            let written = write_batches(
                 args.format,
                 &output.schema,
                 &output.batches,
                 std::io::BufWriter::new(std::io::stdout()),
-            )
+            );
+            match written {
+                Err(e) if closed_pipe(&e) => Ok(()),
+                other => other,
+            }
         }
     }
     .map_err(|e| describe(&e))
 }
 
+/// Whether writing failed because the reader of standard output went away (`quiver query
+/// ... | head`): then the output ends quietly, as `cat`'s does. The CSV writer keeps only
+/// the io error's text, hence the second test.
+fn closed_pipe(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        let io = error.downcast_ref::<std::io::Error>();
+        if io.is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || error.to_string().contains("Broken pipe")
+        {
+            return true;
+        }
+        next = error.source();
+    }
+    false
+}
+
 fn write_text(args: &QueryArgs, text: &str) -> Result<(), String> {
     match &args.output {
         Some(path) => std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display())),
-        None => {
-            println!("{text}");
-            Ok(())
-        }
+        None => match writeln!(std::io::stdout(), "{text}") {
+            Err(e) if !closed_pipe(&e) => Err(format!("writing to standard output: {e}")),
+            _ => Ok(()),
+        },
     }
 }
 

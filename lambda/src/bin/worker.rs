@@ -1,7 +1,7 @@
 //! The worker function: runs a fragment over its buckets (see `quiver_lambda::worker`).
 //! `QUIVER_FAULT_FILE` injects faults for tests: when that file exists, the worker fails
 //! the way it says (`error`, `panic` or `crash`), once (it deletes the file), or on every
-//! invocation while the file says `always`.
+//! invocation while the file says `always`; `worker=N` in it limits the fault to worker N.
 
 use std::sync::Arc;
 
@@ -13,13 +13,20 @@ use quiver_lambda::worker::{handle, Worker};
 #[global_allocator]
 static ALLOCATOR: quiver_core::allocator::MiMalloc = quiver_core::allocator::MiMalloc;
 
-fn injected_fault() -> Result<(), Error> {
+fn injected_fault(worker: usize) -> Result<(), Error> {
     let Some(path) = quiver_lambda::env("QUIVER_FAULT_FILE") else {
         return Ok(());
     };
     let Ok(kind) = std::fs::read_to_string(&path) else {
         return Ok(());
     };
+    // "error always worker=1": only that worker takes the fault.
+    let only = kind
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("worker="));
+    if only.is_some_and(|only| only != worker.to_string()) {
+        return Ok(());
+    }
     if !kind.contains("always") && std::fs::remove_file(&path).is_err() {
         return Ok(()); // another worker took it
     }
@@ -36,7 +43,7 @@ async fn main() -> Result<(), Error> {
     lambda_runtime::run(service_fn(move |event: LambdaEvent<WorkerRequest>| {
         let worker = Arc::clone(&worker);
         async move {
-            injected_fault()?;
+            injected_fault(event.payload.worker)?;
             let started = std::time::Instant::now();
             let (query, number, buckets) = (
                 event.payload.query_id.clone(),
