@@ -36,9 +36,9 @@ pub struct FileWork {
 
 #[derive(Debug, Clone, Copy)]
 pub struct BucketOptions {
+    /// Threads that decode; the plan aims for twice as many buckets (a slow bucket then
+    /// delays less).
     pub threads: usize,
-    /// How many buckets to aim for (twice the threads: a slow bucket then delays less).
-    pub target_buckets: usize,
     pub min_bucket_bytes: u64,
     pub max_bucket_bytes: u64,
 }
@@ -47,24 +47,24 @@ impl BucketOptions {
     pub fn for_threads(threads: usize) -> Self {
         Self {
             threads: threads.max(1),
-            target_buckets: threads.max(1) * 2,
             min_bucket_bytes: MIN_BUCKET_BYTES,
             max_bucket_bytes: MAX_BUCKET_BYTES,
         }
     }
 
     fn target_bytes(&self, total: u64) -> u64 {
+        let threads = self.threads.max(1) as u64;
         // Every thread gets work before a bucket must reach min_bucket_bytes.
-        let per_thread = (total / self.threads.max(1) as u64).max(MIN_THREAD_BYTES);
+        let per_thread = (total / threads).max(MIN_THREAD_BYTES);
         let floor = self.min_bucket_bytes.min(per_thread);
-        (total / self.target_buckets.max(1) as u64)
+        (total / (2 * threads))
             .max(floor)
             .min(self.max_bucket_bytes)
             .max(1)
     }
 }
 
-/// Splits each file into buckets of about `total / target_buckets` bytes.
+/// Splits each file into buckets of about `total / (2 × threads)` bytes.
 pub fn plan_buckets(files: &[FileWork], options: &BucketOptions) -> Vec<Bucket> {
     let total: u64 = files
         .iter()
