@@ -19,10 +19,11 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
-use crate::executor::{LambdaRunner, SubResult};
-use crate::protocol::{encode_partitions, to_base64, Output, WorkerRequest, WorkerResponse};
-use crate::worker::result_key;
-use quiver_core::copy::put;
+use quiver_lambda_executor::executor::{LambdaRunner, SubResult};
+use quiver_lambda_executor::protocol::{
+    encode_partitions, from_base64, to_base64, Output, WorkerRequest, WorkerResponse,
+};
+use quiver_lambda_executor::results::deliver;
 
 /// Lambda's limit for a synchronous response (and a function URL's body), less room for
 /// the envelope.
@@ -79,7 +80,7 @@ impl Coordinator {
             Arc::clone(&self.runtime),
         )?
         .with_fragment_runner(Arc::clone(&self.runner) as _);
-        crate::register_options(&session);
+        quiver_lambda_executor::register_options(&session);
         for (key, value) in settings {
             session.set(key, value)?;
         }
@@ -169,19 +170,8 @@ impl Coordinator {
             SubResult::Partitions(partitions, schema) => (partitions, schema),
         };
         let bytes = encode_partitions(&schema, &partitions)?;
-        let output = if bytes.len() > request.inline_limit {
-            let prefix = request.result_prefix.as_deref().ok_or_else(|| {
-                DataFusionError::Execution(
-                    "a merged output needs the result prefix (QUIVER_RESULT_PREFIX)".into(),
-                )
-            })?;
-            let key = result_key(prefix, &request.query_id, request.worker);
-            let s3 = QuiverOptions::of(context.session_config().options()).s3();
-            put(&self.runtime, &s3, &key, bytes.into()).await?;
-            Output::Spilled(key)
-        } else {
-            Output::Inline(to_base64(&bytes))
-        };
+        let s3 = QuiverOptions::of(context.session_config().options()).s3();
+        let output = deliver(&self.runtime, &s3, &request, bytes).await?;
         let mut metrics = self.runner.take_metrics();
         metrics.sub_coordinators += 1;
         Ok(WorkerResponse { output, metrics })
@@ -257,7 +247,7 @@ impl Coordinator {
             ("POST", "/query") => {
                 let raw = event.get("body").and_then(Value::as_str).unwrap_or("");
                 let body = if event.get("isBase64Encoded") == Some(&Value::Bool(true)) {
-                    match crate::protocol::from_base64(raw) {
+                    match from_base64(raw) {
                         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
                         Err(e) => return error(400, e.to_string()),
                     }

@@ -1,55 +1,10 @@
-//! Quiver on AWS Lambda. A coordinator plans each query and fans its fragments out to
-//! worker functions bucket by bucket; workers read their byte ranges, run the fragment on
-//! all their vCPUs and return partial results; the coordinator merges them.
+//! Quiver's two AWS Lambda functions. The coordinator plans each query and fans its
+//! fragments out to worker functions through the Lambda executor
+//! (`quiver_lambda_executor`, which the `quiver` command uses too); workers read their byte
+//! ranges, run the fragment on all their vCPUs and return partial results; the coordinator
+//! merges them.
 //!
-//! protocol (what travels) → worker (runs a fragment) → invoke (the Invoke API) →
-//! executor (deals buckets, retries, tree invocation) → coordinator (the function's events)
+//! worker (runs a fragment) → coordinator (the function's events)
 
 pub mod coordinator;
-pub mod executor;
-pub mod invoke;
-pub mod options;
-pub mod protocol;
 pub mod worker;
-
-use std::sync::Arc;
-use std::time::Duration;
-
-use executor::LambdaRunner;
-use invoke::Invoker;
-
-/// A runner that invokes `worker_function` (and `coordinator_function`, for tree
-/// invocation) at `QUIVER_LAMBDA_ENDPOINT` or AWS's endpoint.
-pub async fn runner_from_env(
-    worker_function: String,
-    coordinator_function: Option<String>,
-    endpoint: Option<String>,
-) -> Arc<LambdaRunner> {
-    let endpoint = endpoint.or_else(|| env("QUIVER_LAMBDA_ENDPOINT"));
-    // A worker runs at most 15 minutes; the invocation waits a little longer.
-    let timeout = env("QUIVER_INVOKE_TIMEOUT_SECS")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(910);
-    let invoker = Invoker::new(endpoint.as_deref(), Duration::from_secs(timeout)).await;
-    Arc::new(LambdaRunner::new(
-        invoker,
-        worker_function,
-        coordinator_function,
-    ))
-}
-
-/// Adds the `lambda.*` settings to a session, with their defaults from the environment.
-pub fn register_options(session: &quiver_core::QuiverSession) {
-    session
-        .context()
-        .state_ref()
-        .write()
-        .config_mut()
-        .options_mut()
-        .extensions
-        .insert(options::LambdaOptions::from_env());
-}
-
-pub fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}

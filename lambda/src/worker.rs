@@ -6,21 +6,18 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::error::{DataFusionError, Result};
-use quiver_core::copy::{job_id, put, write_parts, CopyTarget, WrittenFile};
+use quiver_core::copy::{job_id, write_parts, CopyTarget, WrittenFile};
 use quiver_core::fragment::{decode, over_buckets, run_partitions};
 use quiver_core::metrics::QueryMetrics;
 use quiver_core::options::QuiverOptions;
-use quiver_core::runtime::QuiverRuntime;
-use quiver_core::source::S3Options;
 use quiver_core::{QuiverSession, SessionOptions};
-
-use crate::protocol::{
-    encode_partitions, from_base64, to_base64, Output, WorkerMetrics, WorkerRequest, WorkerResponse,
+use quiver_lambda_executor::protocol::{
+    encode_partitions, from_base64, Output, WorkerMetrics, WorkerRequest, WorkerResponse,
 };
+use quiver_lambda_executor::results::deliver;
 
 pub struct Worker {
     session: QuiverSession,
@@ -51,11 +48,8 @@ impl Worker {
             Some(target) => Output::Written(self.write(target, &plan.schema(), &partitions)?),
             None => {
                 let bytes = encode_partitions(&plan.schema(), &partitions)?;
-                if bytes.len() > request.inline_limit {
-                    Output::Spilled(self.spill(request, bytes)?)
-                } else {
-                    Output::Inline(to_base64(&bytes))
-                }
+                let s3 = QuiverOptions::of(self.session.context().state().config_options()).s3();
+                futures::executor::block_on(deliver(self.session.runtime(), &s3, request, bytes))?
             }
         };
         let g = QueryMetrics::get;
@@ -104,41 +98,6 @@ impl Worker {
             &batches,
         ))
     }
-
-    /// Puts an output too big for a response under the result prefix; the key is new for
-    /// every attempt, so a retried worker never overwrites what an earlier attempt wrote.
-    fn spill(&self, request: &WorkerRequest, bytes: Vec<u8>) -> Result<String> {
-        let prefix = request.result_prefix.as_deref().ok_or_else(|| {
-            DataFusionError::Execution(format!(
-                "worker {}: the output is {} bytes, over the {} a response can carry, and no \
-                 result prefix is set (QUIVER_RESULT_PREFIX)",
-                request.worker,
-                bytes.len(),
-                request.inline_limit
-            ))
-        })?;
-        let key = result_key(prefix, &request.query_id, request.worker);
-        let s3 = QuiverOptions::of(self.session.context().state().config_options()).s3();
-        futures::executor::block_on(put(self.session.runtime(), &s3, &key, bytes.into()))?;
-        Ok(key)
-    }
-}
-
-/// `prefix/QUERY/worker-N-UNIQUE.arrows`.
-pub fn result_key(prefix: &str, query_id: &str, worker: usize) -> String {
-    format!(
-        "{}/{query_id}/worker-{worker}-{}.arrows",
-        prefix.trim_end_matches('/'),
-        job_id()
-    )
-}
-
-/// Reads a spilled output and deletes it.
-pub async fn take(runtime: &QuiverRuntime, s3: &S3Options, path: &str) -> Result<Bytes> {
-    let source = runtime.sources.for_path(path, s3)?;
-    let bytes = source.get(path).await?;
-    source.delete(path).await?;
-    Ok(bytes)
 }
 
 /// Shared by the worker binary and tests: a worker behind an `Arc`, run off the async

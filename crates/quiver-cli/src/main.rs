@@ -194,15 +194,16 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
         executor: args.executor,
     })
     .map_err(|e| describe(&e))?;
-    quiver_lambda::register_options(&session);
+    quiver_lambda_executor::register_options(&session);
     let lambda = if args.executor == ExecutorKind::Remote {
         let function = args
             .function
             .clone()
-            .or_else(|| quiver_lambda::env("QUIVER_WORKER_FUNCTION"))
+            .or_else(|| quiver_lambda_executor::env("QUIVER_WORKER_FUNCTION"))
             .ok_or("--executor lambda needs --function NAME (the deployed worker function)")?;
         let runner =
-            quiver_lambda::runner_from_env(function, None, args.lambda_endpoint.clone()).await;
+            quiver_lambda_executor::runner_from_env(function, None, args.lambda_endpoint.clone())
+                .await;
         session = session.with_fragment_runner(Arc::clone(&runner) as _);
         Some(runner)
     } else {

@@ -13,10 +13,11 @@ static ALLOCATOR: quiver_core::allocator::MiMalloc = quiver_core::allocator::MiM
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let worker = quiver_lambda::env("QUIVER_WORKER_FUNCTION").unwrap_or_else(|| "worker".into());
+    let worker =
+        quiver_lambda_executor::env("QUIVER_WORKER_FUNCTION").unwrap_or_else(|| "worker".into());
     // Lambda names the function itself; sub-coordinators are invocations of it.
-    let itself = quiver_lambda::env("AWS_LAMBDA_FUNCTION_NAME");
-    let runner = quiver_lambda::runner_from_env(worker, itself, None).await;
+    let itself = quiver_lambda_executor::env("AWS_LAMBDA_FUNCTION_NAME");
+    let runner = quiver_lambda_executor::runner_from_env(worker, itself, None).await;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let coordinator = Arc::new(Coordinator::new(runner, threads)?);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {

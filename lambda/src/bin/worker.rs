@@ -6,15 +6,15 @@
 use std::sync::Arc;
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
-use quiver_lambda::protocol::{WorkerRequest, WorkerResponse};
 use quiver_lambda::worker::{handle, Worker};
+use quiver_lambda_executor::protocol::{WorkerRequest, WorkerResponse};
 
 /// mimalloc (see `quiver_core::allocator`).
 #[global_allocator]
 static ALLOCATOR: quiver_core::allocator::MiMalloc = quiver_core::allocator::MiMalloc;
 
 fn injected_fault(worker: usize) -> Result<(), Error> {
-    let Some(path) = quiver_lambda::env("QUIVER_FAULT_FILE") else {
+    let Some(path) = quiver_lambda_executor::env("QUIVER_FAULT_FILE") else {
         return Ok(());
     };
     let Ok(kind) = std::fs::read_to_string(&path) else {

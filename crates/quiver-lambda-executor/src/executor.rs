@@ -28,7 +28,7 @@ use crate::options::LambdaOptions;
 use crate::protocol::{
     decode_partitions, from_base64, to_base64, Output, WorkerMetrics, WorkerRequest, WorkerResponse,
 };
-use crate::worker::take;
+use crate::results::take;
 
 pub struct LambdaRunner {
     invoker: Invoker,
