@@ -378,6 +378,20 @@ def test_copy_partitioned_writes_hive_folders_and_a_manifest(quiver, tmp_path):
                   key=lambda r: r["id"]) == expected.to_pylist()
 
 
+def test_partition_values_read_back_as_written(quiver, tmp_path):
+    """Folder names escape what a path cannot hold (`south/east` is `south%2Feast`) and NULL
+    is Hive's default partition; reading the output back undoes both."""
+    source, _ = copy_source(tmp_path)
+    out = tmp_path / "out"
+    quiver.ok("query", f"COPY (SELECT id, region FROM '{source}') "
+                       f"TO '{out}/' (FORMAT parquet, PARTITION_BY (region))")
+    header, rows = quiver.csv(
+        f"SELECT region, count(*) AS n, region IS NULL AS missing FROM '{out}/**/*.parquet' "
+        "GROUP BY region ORDER BY region NULLS LAST")
+    assert header == ["region", "n", "missing"]
+    assert rows == [["north", "67", "false"], ["south/east", "67", "false"], ["", "66", "true"]]
+
+
 def test_copy_to_a_file_and_datafusion_syntax(quiver, tmp_path):
     source, table = copy_source(tmp_path)
     quiver.ok("query", f"COPY (SELECT id, amount FROM '{source}' ORDER BY id) "

@@ -9,7 +9,7 @@ use std::time::Instant;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::error::{DataFusionError, Result};
-use quiver_core::copy::{job_id, write_parts, CopyTarget, WrittenFile};
+use quiver_core::copy::{write_parts, CopyTarget, WrittenFile};
 use quiver_core::fragment::{decode, over_buckets, run_partitions};
 use quiver_core::metrics::QueryMetrics;
 use quiver_core::options::QuiverOptions;
@@ -85,7 +85,7 @@ impl Worker {
         partitions: &[Vec<RecordBatch>],
     ) -> Result<Vec<WrittenFile>> {
         let target = CopyTarget {
-            job: format!("{}-{}", target.job, job_id()),
+            job: format!("{}-{}", target.job, quiver_core::source::unique_id()),
             ..target.clone()
         };
         let s3 = QuiverOptions::of(self.session.context().state().config_options()).s3();

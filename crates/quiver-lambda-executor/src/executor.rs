@@ -203,7 +203,7 @@ impl LambdaRunner {
         let bytes: u64 = buckets.iter().map(|b| b.bytes).sum();
         let shares = assign_to_workers(&buckets, options.worker_count(bytes, buckets.len()));
         let base = WorkerRequest {
-            query_id: format!("q-{}", quiver_core::copy::job_id()),
+            query_id: format!("q-{}", quiver_core::source::unique_id()),
             worker: 0,
             fragment: to_base64(&fragment.template()?),
             files: vec![],

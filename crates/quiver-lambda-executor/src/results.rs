@@ -4,9 +4,8 @@
 
 use bytes::Bytes;
 use datafusion::error::{DataFusionError, Result};
-use quiver_core::copy::{job_id, put};
 use quiver_core::runtime::QuiverRuntime;
-use quiver_core::source::S3Options;
+use quiver_core::source::{unique_id, S3Options};
 
 use crate::protocol::{to_base64, Output, WorkerRequest};
 
@@ -32,7 +31,7 @@ pub async fn deliver(
         ))
     })?;
     let key = result_key(prefix, &request.query_id, request.worker);
-    put(runtime, s3, &key, bytes.into()).await?;
+    runtime.sources.put(&key, s3, bytes.into()).await?;
     Ok(Output::Spilled(key))
 }
 
@@ -42,7 +41,7 @@ pub fn result_key(prefix: &str, query_id: &str, worker: usize) -> String {
     format!(
         "{}/{query_id}/worker-{worker}-{}.arrows",
         prefix.trim_end_matches('/'),
-        job_id()
+        unique_id()
     )
 }
 

@@ -1,6 +1,7 @@
 //! A Quiver session: DataFusion configured with our tables, planner hooks and runtime, and
 //! the two ways to drive a plan (DataFusion's own threads, or fragments on rayon).
 
+mod dialect;
 mod listing_only;
 mod relations;
 
@@ -151,7 +152,7 @@ impl QuiverSession {
 
     /// Runs every `;`-separated statement in order and returns the last one's output.
     pub async fn run(&self, sql: &str) -> Result<QueryOutput> {
-        let sql = copy::rewrite_duckdb_copy(sql);
+        let sql = dialect::rewrite_duckdb_copy(sql);
         let statements = DFParser::parse_sql_with_dialect(&sql, &GenericDialect {})?;
         if statements.is_empty() {
             return Err(DataFusionError::Plan("no SQL statement given".into()));
@@ -325,7 +326,7 @@ impl QuiverSession {
         let target = copy::CopyTarget {
             folder: format!("{}/", copy.target.trim_end_matches('/')),
             partition_by: copy.partitioned_by.clone(),
-            job: copy::job_id(),
+            job: crate::source::unique_id(),
         };
         let single_file = copy.partitioned_by.is_empty() && !copy.target.ends_with('/');
         let fanned_out = if single_file {

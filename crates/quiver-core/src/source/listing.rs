@@ -2,20 +2,17 @@
 //! columns that come from the listing alone: hive partitions (`key=value` folders) and the
 //! virtual columns `_path`, `_file` and `_size`. Nothing here opens a Parquet file.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::scalar::ScalarValue;
 use futures::future::try_join_all;
 
-use super::{is_signed_url, GlobPattern, ObjectMeta, S3Options, Sources};
+use super::{hive, is_signed_url, GlobPattern, ObjectMeta, S3Options, Sources};
 use crate::error::{QuiverError, Result};
 
 /// Columns every table has without reading a file.
 pub const VIRTUAL_COLUMNS: [&str; 3] = ["_path", "_file", "_size"];
-
-const HIVE_NULL: &str = "__HIVE_DEFAULT_PARTITION__";
 
 #[derive(Debug, Clone, Default)]
 pub struct ListingOptions {
@@ -68,8 +65,8 @@ pub async fn list_files(
     metas.sort_by(|a, b| a.path.cmp(&b.path));
     metas.dedup_by(|a, b| a.path == b.path);
 
-    let segments: Vec<Vec<(String, String)>> =
-        metas.iter().map(|m| hive_segments(&m.path)).collect();
+    let segments: Vec<Vec<(String, Option<String>)>> =
+        metas.iter().map(|m| hive::segments(&m.path)).collect();
     let keys: Vec<String> = segments
         .first()
         .map(|s| s.iter().map(|(k, _)| k.clone()).collect())
@@ -103,7 +100,7 @@ pub async fn list_files(
     }
 
     let types: Vec<DataType> = (0..keys.len())
-        .map(|i| infer_type(segments.iter().map(|s| s[i].1.as_str())))
+        .map(|i| infer_type(segments.iter().map(|s| s[i].1.as_deref())))
         .collect();
     let hive_fields = keys
         .iter()
@@ -117,7 +114,7 @@ pub async fn list_files(
             let hive_values = segs
                 .iter()
                 .zip(&types)
-                .map(|((_, v), t)| typed_value(v, t))
+                .map(|((_, v), t)| typed_value(v.as_deref(), t))
                 .collect();
             ListedFile { meta, hive_values }
         })
@@ -171,22 +168,10 @@ async fn expand(sources: &Sources, pattern: &str, s3: &S3Options) -> Result<Vec<
     Ok(matched)
 }
 
-/// The `key=value` folders of a path, outermost first.
-fn hive_segments(path: &str) -> Vec<(String, String)> {
-    let mut segments: Vec<&str> = path.split('/').collect();
-    segments.pop(); // the file name
-    let mut seen = BTreeMap::new();
-    segments
-        .into_iter()
-        .filter_map(|s| s.split_once('='))
-        .filter(|(k, _)| !k.is_empty() && seen.insert(k.to_string(), ()).is_none())
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-/// Integers, then dates, then strings: the narrowest type every value parses as.
-fn infer_type<'a>(values: impl Iterator<Item = &'a str> + Clone) -> DataType {
-    let present = values.filter(|v| *v != HIVE_NULL);
+/// Integers, then dates, then strings: the narrowest type every value (NULLs aside)
+/// parses as.
+fn infer_type<'a>(values: impl Iterator<Item = Option<&'a str>> + Clone) -> DataType {
+    let present = values.flatten();
     if present.clone().all(|v| v.parse::<i64>().is_ok()) {
         DataType::Int64
     } else if present.clone().all(is_date) {
@@ -200,10 +185,10 @@ fn is_date(value: &str) -> bool {
     value.len() == 10 && ScalarValue::try_from_string(value.to_string(), &DataType::Date32).is_ok()
 }
 
-fn typed_value(value: &str, data_type: &DataType) -> ScalarValue {
-    if value == HIVE_NULL {
+fn typed_value(value: Option<&str>, data_type: &DataType) -> ScalarValue {
+    let Some(value) = value else {
         return ScalarValue::try_from(data_type).unwrap_or(ScalarValue::Null);
-    }
+    };
     ScalarValue::try_from_string(value.to_string(), data_type)
         .unwrap_or_else(|_| ScalarValue::Utf8(Some(value.to_string())))
 }
@@ -213,21 +198,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hive_segments_come_from_folders_only() {
-        assert_eq!(
-            hive_segments("d/year=2024/month=01/part=x.parquet"),
-            vec![
-                ("year".into(), "2024".into()),
-                ("month".into(), "01".into())
-            ]
-        );
-    }
-
-    #[test]
     fn hive_types_are_the_narrowest_that_fit() {
-        assert_eq!(infer_type(["1", "20"].into_iter()), DataType::Int64);
-        assert_eq!(infer_type(["2024-01-02"].into_iter()), DataType::Date32);
-        assert_eq!(infer_type(["A", "1"].into_iter()), DataType::Utf8);
-        assert_eq!(infer_type([HIVE_NULL, "3"].into_iter()), DataType::Int64);
+        assert_eq!(
+            infer_type([Some("1"), Some("20")].into_iter()),
+            DataType::Int64
+        );
+        assert_eq!(
+            infer_type([Some("2024-01-02")].into_iter()),
+            DataType::Date32
+        );
+        assert_eq!(
+            infer_type([Some("A"), Some("1")].into_iter()),
+            DataType::Utf8
+        );
+        assert_eq!(infer_type([None, Some("3")].into_iter()), DataType::Int64);
     }
 }

@@ -4,6 +4,7 @@
 
 mod aws_profile;
 mod glob;
+pub mod hive;
 mod http;
 mod listing;
 mod local;
@@ -96,6 +97,12 @@ impl Sources {
         sources.retain(|(key, _), _| !key.starts_with("s3://"));
     }
 
+    /// Writes one object through the source its path names (so the query's S3 settings
+    /// apply).
+    pub async fn put(&self, path: &str, s3: &S3Options, bytes: Bytes) -> Result<()> {
+        self.for_path(path, s3)?.put(path, bytes).await
+    }
+
     pub fn for_path(&self, path: &str, s3: &S3Options) -> Result<Arc<dyn ObjectSource>> {
         let (scheme, rest) = match path.split_once("://") {
             None | Some(("file", _)) => return Ok(Arc::new(LocalSource)),
@@ -137,4 +144,20 @@ impl Sources {
         sources.insert((key, s3), Arc::clone(&made));
         Ok(made)
     }
+}
+
+/// A name unique enough for objects a job writes (COPY's files, a worker's spilled output):
+/// time, process and a counter, so re-running a job never overwrites another's objects.
+pub fn unique_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = web_time::SystemTime::now()
+        .duration_since(web_time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{nanos:x}-{:x}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
 }

@@ -1,0 +1,170 @@
+//! DuckDB's SQL where DataFusion's differs, rewritten before DataFusion parses it. Today:
+//! `COPY ... TO 'target' (FORMAT parquet, PARTITION_BY (a))`, DuckDB's option list, becomes
+//! DataFusion's `STORED AS PARQUET PARTITIONED BY (a)`. Other SQL passes through unchanged.
+
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Word};
+
+/// DuckDB's option list after `TO 'target'` in DataFusion's words:
+/// `(FORMAT parquet, PARTITION_BY (a, b))` becomes `STORED AS PARQUET PARTITIONED BY (a, b)`.
+/// Other SQL passes through unchanged.
+pub fn rewrite_duckdb_copy(sql: &str) -> String {
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
+        return sql.to_string();
+    };
+    let is_word =
+        |t: &Token, k: Keyword| matches!(t, Token::Word(Word { keyword, .. }) if *keyword == k);
+    let mut out: Vec<String> = Vec::with_capacity(tokens.len());
+    let mut i = 0;
+    let mut in_copy = false;
+    let mut depth = 0usize;
+    while i < tokens.len() {
+        let token = &tokens[i];
+        match token {
+            Token::SemiColon => in_copy = false,
+            Token::LParen => depth += 1,
+            Token::RParen => depth = depth.saturating_sub(1),
+            t if is_word(t, Keyword::COPY) && depth == 0 => in_copy = true,
+            _ => {}
+        }
+        out.push(token.to_string());
+        i += 1;
+        // After `TO 'target'` at the top level of a COPY, an option list in parentheses.
+        if in_copy && depth == 0 && is_word(token, Keyword::TO) {
+            let mut j = i;
+            while matches!(tokens.get(j), Some(Token::Whitespace(_))) {
+                j += 1;
+            }
+            let Some(Token::SingleQuotedString(_)) = tokens.get(j) else {
+                continue;
+            };
+            let mut k = j + 1;
+            while matches!(tokens.get(k), Some(Token::Whitespace(_))) {
+                k += 1;
+            }
+            if !matches!(tokens.get(k), Some(Token::LParen)) {
+                continue;
+            }
+            let Some((clauses, end)) = duckdb_options(&tokens, k) else {
+                continue;
+            };
+            for t in &tokens[i..=j] {
+                out.push(t.to_string());
+            }
+            out.push(format!(" {clauses}"));
+            i = end + 1;
+        }
+    }
+    out.concat()
+}
+
+/// Parses `(KEY value, KEY (a, b), ...)` starting at `tokens[start]` (the `(`); returns the
+/// DataFusion clauses and the index of the closing `)`.
+fn duckdb_options(tokens: &[Token], start: usize) -> Option<(String, usize)> {
+    let mut depth = 0;
+    let mut end = start;
+    for (index, token) in tokens.iter().enumerate().skip(start) {
+        match token {
+            Token::LParen => depth += 1,
+            Token::RParen => {
+                depth -= 1;
+                if depth == 0 {
+                    end = index;
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let inner: Vec<&Token> = tokens[start + 1..end]
+        .iter()
+        .filter(|t| !matches!(t, Token::Whitespace(_)))
+        .collect();
+    let mut clauses = Vec::new();
+    let mut options = Vec::new();
+    let mut rest = inner.as_slice();
+    while let Some((key, tail)) = rest.split_first() {
+        let key = match key {
+            Token::Word(w) => w.value.to_ascii_uppercase(),
+            _ => return None,
+        };
+        rest = tail;
+        match key.as_str() {
+            "PARTITION_BY" => {
+                let (columns, tail) = parenthesized_or_one(rest)?;
+                clauses.push(format!("PARTITIONED BY ({})", columns.join(", ")));
+                rest = tail;
+            }
+            "FORMAT" => {
+                let (value, tail) = rest.split_first()?;
+                clauses.push(format!("STORED AS {}", plain(value)?.to_ascii_uppercase()));
+                rest = tail;
+            }
+            other => {
+                let (value, tail) = rest.split_first()?;
+                options.push(format!(
+                    "'format.{}' '{}'",
+                    other.to_ascii_lowercase(),
+                    plain(value)?.replace('\'', "''")
+                ));
+                rest = tail;
+            }
+        }
+        if let Some((Token::Comma, tail)) = rest.split_first() {
+            rest = tail;
+        }
+    }
+    if !options.is_empty() {
+        clauses.push(format!("OPTIONS ({})", options.join(", ")));
+    }
+    Some((clauses.join(" "), end))
+}
+
+fn parenthesized_or_one<'a>(tokens: &'a [&'a Token]) -> Option<(Vec<String>, &'a [&'a Token])> {
+    match tokens.split_first()? {
+        (Token::LParen, mut rest) => {
+            let mut names = Vec::new();
+            loop {
+                let (token, tail) = rest.split_first()?;
+                rest = tail;
+                match token {
+                    Token::RParen => return Some((names, rest)),
+                    Token::Comma => {}
+                    other => names.push(other.to_string()),
+                }
+            }
+        }
+        (one, rest) => Some((vec![one.to_string()], rest)),
+    }
+}
+
+fn plain(token: &Token) -> Option<String> {
+    match token {
+        Token::Word(w) => Some(w.value.clone()),
+        Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => Some(s.clone()),
+        Token::Number(n, _) => Some(n.clone()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duckdb_options_become_datafusion_clauses() {
+        let sql =
+            "COPY (SELECT a, b FROM t) TO 's3://b/out/' (FORMAT parquet, PARTITION_BY (a, b));";
+        assert_eq!(
+            rewrite_duckdb_copy(sql),
+            "COPY (SELECT a, b FROM t) TO 's3://b/out/' STORED AS PARQUET PARTITIONED BY (a, b);"
+        );
+        assert_eq!(
+            rewrite_duckdb_copy("COPY t TO 'o/' (FORMAT 'parquet', PARTITION_BY a)"),
+            "COPY t TO 'o/' STORED AS PARQUET PARTITIONED BY (a)"
+        );
+        let untouched = "SELECT '(x)' AS to_do FROM t WHERE b IN (1, 2)";
+        assert_eq!(rewrite_duckdb_copy(untouched), untouched);
+    }
+}
