@@ -3,15 +3,15 @@
 //! none imports one above it.
 //!
 //! source → cache → footer → prune → statistics → bucket → fetch → scan → copy → table →
-//! compute → fragment → session → format
+//! fragment → exec → session → format
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod allocator;
 pub mod bucket;
 pub mod cache;
-pub mod compute;
 pub mod copy;
 pub mod error;
+pub mod exec;
 pub mod fetch;
 pub mod footer;
 pub mod format;

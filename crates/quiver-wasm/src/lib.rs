@@ -11,7 +11,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::ipc::writer::StreamWriter;
-use quiver_core::compute::ComputePool;
+use quiver_core::exec::ComputePool;
 use quiver_core::format::{write_batches, OutputFormat};
 use quiver_core::inspect::describe_files;
 use quiver_core::metrics::QueryMetrics;

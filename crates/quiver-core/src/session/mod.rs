@@ -20,9 +20,11 @@ use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
-use crate::compute::ComputePool;
 use crate::copy;
-use crate::fragment::{execute_with_fragments, travelling_fragments, FragmentRunner, RayonRunner};
+pub use crate::exec::ExecutorKind;
+use crate::exec::{
+    execute_with_fragments, travelling_fragments, ComputePool, FragmentRunner, RayonRunner,
+};
 use crate::metrics::QueryMetrics;
 use crate::options::QuiverOptions;
 use crate::runtime::QuiverRuntime;
@@ -31,18 +33,6 @@ use crate::table::{QuiverTable, TableOptions};
 
 use listing_only::answers_from_listing;
 pub use relations::{path_tables, uses_wildcard, PathTable};
-
-/// Who drives the physical plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ExecutorKind {
-    /// DataFusion runs the whole plan on its threads (the native default).
-    #[default]
-    DataFusion,
-    /// Fragments run bucket by bucket on rayon, as in the browser and on Lambda workers.
-    Fragments,
-    /// Fragments run wherever the session's fragment runner sends them (Lambda workers).
-    Remote,
-}
 
 #[derive(Debug, Clone)]
 pub struct SessionOptions {

@@ -1,0 +1,120 @@
+//! The coordinator's side of fragment execution: the fragments that travel go to a
+//! runner, and the rest of the plan runs here over their outputs, held in memory.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::error::Result;
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
+use datafusion::physical_plan::{
+    collect, replace_children_if_necessary, ExecutionPlan, ExecutionPlanProperties,
+};
+use futures::future::try_join_all;
+
+use super::FragmentRunner;
+use crate::fragment::{decode, encode, is_fragment, Fragment};
+use crate::scan::BucketScanExec;
+
+/// Runs `plan` the way the browser and Lambda do: every fragment travels as bytes to
+/// `runner`, and the rest of the plan merges their outputs here. Fragments run
+/// concurrently (the two sides of a join fan out at once).
+pub async fn execute_with_fragments(
+    plan: Arc<dyn ExecutionPlan>,
+    context: Arc<TaskContext>,
+    runner: &dyn FragmentRunner,
+) -> Result<Vec<RecordBatch>> {
+    let mut found = Vec::new();
+    travelling_fragments(&plan, &context, &mut found)?;
+    let outputs = try_join_all(found.iter().map(|f| runner.run(f, &context))).await?;
+    let coordinator = substitute(plan, &found, &outputs)?;
+    merge(coordinator, context).await
+}
+
+/// The coordinator's part of a plan, over the fragments' outputs in memory.
+#[cfg(not(target_arch = "wasm32"))]
+async fn merge(
+    plan: Arc<dyn ExecutionPlan>,
+    context: Arc<TaskContext>,
+) -> Result<Vec<RecordBatch>> {
+    collect(plan, context).await
+}
+
+/// In the browser no tokio runtime drives the event loop, and DataFusion's exchanges spawn
+/// tokio tasks; with every input already in memory, a current-thread runtime runs this part
+/// to its end without waiting on anything outside it.
+#[cfg(target_arch = "wasm32")]
+async fn merge(
+    plan: Arc<dyn ExecutionPlan>,
+    context: Arc<TaskContext>,
+) -> Result<Vec<RecordBatch>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+    runtime.block_on(collect(plan, context))
+}
+
+/// The fragments of `plan` that travel, outermost first.
+pub fn travelling_fragments(
+    plan: &Arc<dyn ExecutionPlan>,
+    context: &TaskContext,
+    found: &mut Vec<Fragment>,
+) -> Result<()> {
+    if is_fragment(plan) {
+        // A fragment whose expressions depend on something above it (a scalar subquery's
+        // value) does not travel; a bare scan always does, so cut lower instead.
+        let bytes = encode(plan).and_then(|bytes| decode(&bytes, context).map(|_| bytes));
+        match bytes {
+            Ok(bytes) => {
+                found.push(Fragment {
+                    plan: Arc::clone(plan),
+                    bytes,
+                });
+                return Ok(());
+            }
+            Err(error) if plan.downcast_ref::<BucketScanExec>().is_some() => return Err(error),
+            Err(_) => {}
+        }
+    }
+    for child in plan.children() {
+        travelling_fragments(child, context, found)?;
+    }
+    Ok(())
+}
+
+/// `plan` with each fragment replaced by its output, held in memory.
+fn substitute(
+    plan: Arc<dyn ExecutionPlan>,
+    fragments: &[Fragment],
+    outputs: &[Vec<Vec<RecordBatch>>],
+) -> Result<Arc<dyn ExecutionPlan>> {
+    if let Some(i) = fragments.iter().position(|f| Arc::ptr_eq(&f.plan, &plan)) {
+        let partitions = if outputs[i].is_empty() {
+            vec![vec![]]
+        } else {
+            outputs[i].clone()
+        };
+        let count = partitions.len();
+        let exec: Arc<dyn ExecutionPlan> =
+            MemorySourceConfig::try_new_exec(&partitions, plan.schema(), None)?;
+        // Operators above were planned for the fragment's partition count. Any count
+        // serves those that repartition or merge; one that wanted a single partition (a
+        // final aggregate over a one-bucket scan) gets the partitions merged, in order
+        // if the fragment's output was sorted.
+        if plan.output_partitioning().partition_count() == 1 && count > 1 {
+            return Ok(match plan.output_ordering() {
+                Some(ordering) => Arc::new(SortPreservingMergeExec::new(ordering.clone(), exec)),
+                None => Arc::new(CoalescePartitionsExec::new(exec)),
+            });
+        }
+        return Ok(exec);
+    }
+    let children = plan
+        .children()
+        .into_iter()
+        .map(|child| substitute(Arc::clone(child), fragments, outputs))
+        .collect::<Result<Vec<_>>>()?;
+    replace_children_if_necessary(plan, children)
+}

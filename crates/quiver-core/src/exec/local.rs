@@ -1,0 +1,91 @@
+//! Fragments run here: each partition's bytes fetched by the calling task, its compute
+//! handed to the pool, so fetching the next bucket overlaps computing this one.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::ExecutionPlan;
+use futures::{StreamExt, TryStreamExt};
+
+use super::{ComputePool, FragmentRunner};
+use crate::fragment::{decode, scan_of, with_scan, Fragment};
+use crate::metrics::SpanKind;
+use crate::options::QuiverOptions;
+use crate::runtime::QuiverRuntime;
+
+/// Fragments on a local rayon pool, as the browser runs them.
+pub struct RayonRunner<'a>(pub &'a ComputePool);
+
+#[async_trait::async_trait]
+impl FragmentRunner for RayonRunner<'_> {
+    async fn run(
+        &self,
+        fragment: &Fragment,
+        context: &Arc<TaskContext>,
+    ) -> Result<Vec<Vec<RecordBatch>>> {
+        run_fragment(&fragment.bytes, context, self.0).await
+    }
+}
+
+/// One fragment, all its partitions: fetch the next partition while earlier ones compute.
+pub async fn run_fragment(
+    bytes: &[u8],
+    context: &Arc<TaskContext>,
+    pool: &ComputePool,
+) -> Result<Vec<Vec<RecordBatch>>> {
+    run_partitions(&decode(bytes, context)?, context, pool).await
+}
+
+/// Runs every partition of a decoded fragment. Partitions are fetched by the caller's
+/// task, several at once (one bucket's round trips hide behind another's), and each is
+/// computed on `pool` as soon as its bytes are in: a compute thread never waits on I/O,
+/// and the thread driving I/O never computes (except with `ComputePool::Inline`).
+/// Fetched bytes are bounded by the runtime's memory budget.
+pub async fn run_partitions(
+    fragment: &Arc<dyn ExecutionPlan>,
+    context: &Arc<TaskContext>,
+    pool: &ComputePool,
+) -> Result<Vec<Vec<RecordBatch>>> {
+    let scan = scan_of(fragment)
+        .ok_or_else(|| DataFusionError::Internal("fragment without a scan".into()))?
+        .clone();
+    let runtime = QuiverRuntime::of(context.session_config())?;
+    let options = QuiverOptions::of(context.session_config().options());
+    let metrics = runtime.metrics();
+    let count = scan.partitions().len();
+    let prefetch = (pool.threads() * 2).max(4);
+    let (scan, runtime, options) = (&scan, &runtime, &options);
+    let mut fetches = futures::stream::iter(0..count)
+        .map(|partition| async move {
+            (
+                partition,
+                scan.fetch_partition(partition, runtime, options).await,
+            )
+        })
+        .buffer_unordered(prefetch);
+    let mut computing = futures::stream::FuturesUnordered::new();
+    while let Some((partition, inputs)) = fetches.next().await {
+        let instance = with_scan(fragment, Arc::new(scan.with_fetched(partition, inputs?)?))?;
+        let (context, metrics) = (Arc::clone(context), Arc::clone(&metrics));
+        let lane = scan.partitions()[partition]
+            .first()
+            .map_or_else(|| format!("partition {partition}"), |b| scan.lane(b));
+        let computed = pool.start(move || {
+            let span = metrics.timeline.begin();
+            let computed = instance
+                .execute(0, context)
+                .and_then(|stream| futures::executor::block_on(stream.try_collect::<Vec<_>>()));
+            metrics.timeline.end(span, SpanKind::Compute, lane, 0);
+            computed
+        });
+        computing.push(async move { Ok::<_, DataFusionError>((partition, computed.await?)) });
+    }
+    let mut results: Vec<Vec<RecordBatch>> = vec![vec![]; count];
+    while let Some(done) = computing.next().await {
+        let (partition, batches) = done?;
+        results[partition] = batches;
+    }
+    Ok(results)
+}

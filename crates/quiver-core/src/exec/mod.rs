@@ -1,0 +1,58 @@
+//! Executors: who drives a physical plan. DataFusion on its own threads, or fragments
+//! (see `fragment`) run by a `FragmentRunner` while the coordinator merges their outputs:
+//! locally on rayon (the browser, `--executor fragments`, a Lambda worker's share), or on
+//! Lambda workers (`quiver-lambda-executor`).
+//!
+//! compute (the pool fragments compute on) → local (a fragment's partitions on that pool) →
+//! coordinator (fragments out to a runner, outputs merged)
+
+pub mod compute;
+pub mod coordinator;
+pub mod local;
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::error::Result;
+use datafusion::execution::TaskContext;
+
+use crate::copy::{CopyTarget, WrittenFile};
+use crate::fragment::Fragment;
+
+pub use compute::ComputePool;
+pub use coordinator::{execute_with_fragments, travelling_fragments};
+pub use local::{run_fragment, run_partitions, RayonRunner};
+
+/// Who drives the physical plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExecutorKind {
+    /// DataFusion runs the whole plan on its threads (the native default).
+    #[default]
+    DataFusion,
+    /// Fragments run bucket by bucket on rayon, as in the browser and on Lambda workers.
+    Fragments,
+    /// Fragments run wherever the session's fragment runner sends them (Lambda workers).
+    Remote,
+}
+
+/// Who runs fragments: rayon threads here, or Lambda workers.
+#[async_trait::async_trait]
+pub trait FragmentRunner: Send + Sync {
+    /// All partitions of `fragment`'s output; the coordinator merges them.
+    async fn run(
+        &self,
+        fragment: &Fragment,
+        context: &Arc<TaskContext>,
+    ) -> Result<Vec<Vec<RecordBatch>>>;
+
+    /// Runs `fragment` and writes its output where it runs, under `target` (each worker
+    /// its own files, no manifest); `None` when this runner only returns outputs.
+    async fn write(
+        &self,
+        _fragment: &Fragment,
+        _target: &CopyTarget,
+        _context: &Arc<TaskContext>,
+    ) -> Option<Result<Vec<WrittenFile>>> {
+        None
+    }
+}
