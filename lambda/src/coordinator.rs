@@ -11,7 +11,6 @@ use std::time::Instant;
 
 use datafusion::error::{DataFusionError, Result};
 use quiver_core::format::{write_batches, OutputFormat};
-use quiver_core::metrics::QueryMetrics;
 use quiver_core::options::QuiverOptions;
 use quiver_core::runtime::QuiverRuntime;
 use quiver_core::{describe, ExecutorKind, QuiverSession, SessionOptions};
@@ -124,16 +123,9 @@ impl Coordinator {
             )));
         }
         let workers = self.runner.take_metrics();
-        let g = QueryMetrics::get;
         let metrics = json!({
             "elapsed_ms": started.elapsed().as_secs_f64() * 1e3,
-            "coordinator": {
-                "files": g(&output.metrics.files),
-                "row_groups": g(&output.metrics.row_groups),
-                "row_groups_pruned": g(&output.metrics.row_groups_pruned),
-                "footer_requests": g(&output.metrics.footer_requests),
-                "footer_cache_hits": g(&output.metrics.footer_cache_hits),
-            },
+            "coordinator": output.metrics.snapshot(),
             "workers": workers,
         });
         if let Some(job) = &request.job {

@@ -12,7 +12,6 @@ use datafusion::error::{DataFusionError, Result};
 use quiver_core::copy::{write_parts, CopyTarget, WrittenFile};
 use quiver_core::exec::run_partitions;
 use quiver_core::fragment::{decode, over_buckets};
-use quiver_core::metrics::QueryMetrics;
 use quiver_core::options::QuiverOptions;
 use quiver_core::{QuiverSession, SessionOptions};
 use quiver_lambda_executor::protocol::{
@@ -53,8 +52,11 @@ impl Worker {
                 futures::executor::block_on(deliver(self.session.runtime(), &s3, request, bytes))?
             }
         };
-        let g = QueryMetrics::get;
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let mut reads = metrics.snapshot();
+        reads.add_phase("decode", ms(decoded_at));
+        reads.add_phase("run", ms(ran_at - decoded_at));
+        reads.add_phase("encode", ms(started.elapsed() - ran_at));
         let metrics = WorkerMetrics {
             sub_coordinators: 0,
             rows: partitions
@@ -63,16 +65,7 @@ impl Worker {
                 .map(|b| b.num_rows() as u64)
                 .sum(),
             buckets: request.buckets.len() as u64,
-            requests: g(&metrics.requests),
-            bytes_read: g(&metrics.bytes_read),
-            cache_hit_bytes: g(&metrics.cache_hit_bytes),
-            footer_requests: g(&metrics.footer_requests),
-            phases_ms: [
-                ("decode".to_string(), ms(decoded_at)),
-                ("run".to_string(), ms(ran_at - decoded_at)),
-                ("encode".to_string(), ms(started.elapsed() - ran_at)),
-            ]
-            .into(),
+            reads,
         };
         Ok(WorkerResponse { output, metrics })
     }

@@ -127,7 +127,7 @@ function showProgress(p: Progress): void {
 function showDone(profile: Profile): void {
   progress.max = 1;
   progress.value = 1;
-  progressText.textContent = `${profile.buckets}/${profile.buckets} buckets · ${formatBytes(profile.bytes_read)} read`;
+  progressText.textContent = `${profile.buckets_done}/${profile.buckets_total} buckets · ${formatBytes(profile.bytes_read)} read`;
 }
 
 function setRunning(change: number): void {

@@ -35,7 +35,7 @@ function summary(p: Profile): HTMLElement {
       (p.cache_hit_bytes ? ` (${formatBytes(p.cache_hit_bytes)} from cache)` : ""),
     `row groups: ${p.row_groups} read, ${p.row_groups_pruned} pruned`,
     `files: ${p.files} read, ${p.files_pruned} pruned`,
-    plural(p.buckets, "bucket"),
+    plural(p.buckets_total, "bucket"),
     `${formatMs(p.elapsed_ms)} in all` + (phases ? `: ${phases}` : ""),
   ];
   return element("p", "profile-summary", parts.join(" · "));

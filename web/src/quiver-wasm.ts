@@ -29,12 +29,28 @@ export interface QueryResult {
   free(): void;
 }
 
-export interface Progress {
+/** A query's counters (`MetricsSnapshot` in crates/quiver-core/src/metrics.rs; a Rust test
+ * checks that these names match its JSON). */
+export interface Metrics {
+  rows_out: number;
+  files: number;
+  files_pruned: number;
+  row_groups: number;
+  row_groups_pruned: number;
   buckets_total: number;
   buckets_done: number;
   requests: number;
+  footer_requests: number;
+  unplanned_requests: number;
   bytes_read: number;
+  bytes_planned: number;
+  footer_cache_hits: number;
+  cache_hit_bytes: number;
+  phases: { name: string; ms: number }[];
 }
+
+/** The running query's counters so far. */
+export type Progress = Metrics;
 
 export interface Span {
   kind: "footer" | "data" | "compute";
@@ -44,20 +60,10 @@ export interface Span {
   bytes: number;
 }
 
-export interface Profile {
+/** What a finished query did: its counters, its rows and the timeline of requests. */
+export interface Profile extends Metrics {
   elapsed_ms: number;
   rows: number;
-  files: number;
-  files_pruned: number;
-  row_groups: number;
-  row_groups_pruned: number;
-  buckets: number;
-  requests: number;
-  footer_requests: number;
-  bytes_read: number;
-  bytes_planned: number;
-  cache_hit_bytes: number;
-  phases: { name: string; ms: number }[];
   spans: Span[];
 }
 

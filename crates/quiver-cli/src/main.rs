@@ -11,7 +11,6 @@ use clap::{Args, Parser, Subcommand};
 use datafusion::physical_plan::displayable;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use quiver_core::format::{write_batches, OutputFormat};
-use quiver_core::metrics::QueryMetrics;
 use quiver_core::runtime::QuiverRuntime;
 use quiver_core::{describe, ExecutorKind, QuiverSession, SessionOptions};
 
@@ -233,7 +232,7 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
         if let Some(workers) = lambda.map(|runner| runner.take_metrics()) {
             eprintln!(
                 "lambda workers: {} buckets, {} rows out, {} requests, {} bytes read",
-                workers.buckets, workers.rows, workers.requests, workers.bytes_read
+                workers.buckets, workers.rows, workers.reads.requests, workers.reads.bytes_read
             );
         }
     }
@@ -316,13 +315,10 @@ impl Progress {
                     .unwrap_or_else(|_| ProgressStyle::default_spinner()),
             );
             loop {
-                let metrics = runtime.metrics();
-                bar.set_length(QueryMetrics::get(&metrics.buckets_total));
-                bar.set_position(QueryMetrics::get(&metrics.buckets_done));
-                bar.set_message(format!(
-                    "{:.1} MB read",
-                    QueryMetrics::get(&metrics.bytes_read) as f64 / 1e6
-                ));
+                let now = runtime.metrics().snapshot();
+                bar.set_length(now.buckets_total);
+                bar.set_position(now.buckets_done);
+                bar.set_message(format!("{:.1} MB read", now.bytes_read as f64 / 1e6));
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         });

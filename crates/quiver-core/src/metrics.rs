@@ -1,11 +1,13 @@
 //! What a query did: requests, bytes, cache hits, buckets, time per phase. Counters are
-//! atomics shared by every bucket of a query, read by `--profile` and the progress bar.
+//! atomics shared by every bucket of a query; `snapshot` reads them into one plain value,
+//! the only shape they leave in (`--profile`, the progress bar, the page's profile, the
+//! Lambda functions' responses).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use web_time::Instant;
 
 #[derive(Debug, Default)]
@@ -94,6 +96,96 @@ impl Timeline {
     }
 }
 
+/// The counters of a query at one moment, as every face reports them. Its JSON is what
+/// `web/src/quiver-wasm.ts` types as `Metrics` (a test keeps the two in step).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MetricsSnapshot {
+    pub rows_out: u64,
+    pub files: u64,
+    pub files_pruned: u64,
+    pub row_groups: u64,
+    pub row_groups_pruned: u64,
+    pub buckets_total: u64,
+    pub buckets_done: u64,
+    pub requests: u64,
+    pub footer_requests: u64,
+    pub unplanned_requests: u64,
+    pub bytes_read: u64,
+    pub bytes_planned: u64,
+    pub footer_cache_hits: u64,
+    pub cache_hit_bytes: u64,
+    /// Time per phase, in the order phases first ran.
+    pub phases: Vec<Phase>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    pub name: String,
+    pub ms: f64,
+}
+
+impl MetricsSnapshot {
+    /// Adds another query's (or worker's) counters and phase times to these.
+    pub fn add(&mut self, other: &MetricsSnapshot) {
+        self.rows_out += other.rows_out;
+        self.files += other.files;
+        self.files_pruned += other.files_pruned;
+        self.row_groups += other.row_groups;
+        self.row_groups_pruned += other.row_groups_pruned;
+        self.buckets_total += other.buckets_total;
+        self.buckets_done += other.buckets_done;
+        self.requests += other.requests;
+        self.footer_requests += other.footer_requests;
+        self.unplanned_requests += other.unplanned_requests;
+        self.bytes_read += other.bytes_read;
+        self.bytes_planned += other.bytes_planned;
+        self.footer_cache_hits += other.footer_cache_hits;
+        self.cache_hit_bytes += other.cache_hit_bytes;
+        for phase in &other.phases {
+            self.add_phase(&phase.name, phase.ms);
+        }
+    }
+
+    /// Adds `ms` to the phase `name`, appending it if new.
+    pub fn add_phase(&mut self, name: &str, ms: f64) {
+        match self.phases.iter_mut().find(|p| p.name == name) {
+            Some(phase) => phase.ms += ms,
+            None => self.phases.push(Phase {
+                name: name.to_string(),
+                ms,
+            }),
+        }
+    }
+
+    /// A few lines for people, as `--profile` prints them.
+    pub fn report(&self) -> String {
+        let mut out = format!(
+            "rows: {}\nfiles: {} read, {} pruned by the listing\nrow groups: {} read, {} pruned by statistics\n\
+             buckets: {} ({} done)\nrequests: {} ({} for footers, {} unplanned), {} bytes read, {} bytes planned\n\
+             footer cache hits: {}, block cache hits: {} bytes\n",
+            self.rows_out,
+            self.files,
+            self.files_pruned,
+            self.row_groups,
+            self.row_groups_pruned,
+            self.buckets_total,
+            self.buckets_done,
+            self.requests,
+            self.footer_requests,
+            self.unplanned_requests,
+            self.bytes_read,
+            self.bytes_planned,
+            self.footer_cache_hits,
+            self.cache_hit_bytes,
+        );
+        for phase in &self.phases {
+            out.push_str(&format!("time {}: {:.1} ms\n", phase.name, phase.ms));
+        }
+        out
+    }
+}
+
 impl QueryMetrics {
     pub fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Relaxed);
@@ -124,34 +216,92 @@ impl QueryMetrics {
             .clone()
     }
 
+    /// The counters now.
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        let g = Self::get;
+        MetricsSnapshot {
+            rows_out: g(&self.rows_out),
+            files: g(&self.files),
+            files_pruned: g(&self.files_pruned),
+            row_groups: g(&self.row_groups),
+            row_groups_pruned: g(&self.row_groups_pruned),
+            buckets_total: g(&self.buckets_total),
+            buckets_done: g(&self.buckets_done),
+            requests: g(&self.requests),
+            footer_requests: g(&self.footer_requests),
+            unplanned_requests: g(&self.unplanned_requests),
+            bytes_read: g(&self.bytes_read),
+            bytes_planned: g(&self.bytes_planned),
+            footer_cache_hits: g(&self.footer_cache_hits),
+            cache_hit_bytes: g(&self.cache_hit_bytes),
+            phases: self
+                .phases()
+                .into_iter()
+                .map(|(name, elapsed)| Phase {
+                    name: name.to_string(),
+                    ms: elapsed.as_secs_f64() * 1e3,
+                })
+                .collect(),
+        }
+    }
+
     /// A few lines for people, as `--profile` prints them.
     pub fn report(&self) -> String {
-        let g = Self::get;
-        let mut out = format!(
-            "rows: {}\nfiles: {} read, {} pruned by the listing\nrow groups: {} read, {} pruned by statistics\n\
-             buckets: {} ({} done)\nrequests: {} ({} for footers, {} unplanned), {} bytes read, {} bytes planned\n\
-             footer cache hits: {}, block cache hits: {} bytes\n",
-            g(&self.rows_out),
-            g(&self.files),
-            g(&self.files_pruned),
-            g(&self.row_groups),
-            g(&self.row_groups_pruned),
-            g(&self.buckets_total),
-            g(&self.buckets_done),
-            g(&self.requests),
-            g(&self.footer_requests),
-            g(&self.unplanned_requests),
-            g(&self.bytes_read),
-            g(&self.bytes_planned),
-            g(&self.footer_cache_hits),
-            g(&self.cache_hit_bytes),
-        );
-        for (name, elapsed) in self.phases() {
-            out.push_str(&format!(
-                "time {name}: {:.1} ms\n",
-                elapsed.as_secs_f64() * 1e3
-            ));
-        }
-        out
+        self.snapshot().report()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The page types this JSON by hand (`interface Metrics` in web/src/quiver-wasm.ts):
+    /// a field added here and not there, or renamed on one side, fails this test.
+    #[test]
+    fn the_page_types_every_field_of_the_snapshot() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../web/src/quiver-wasm.ts");
+        let typescript = std::fs::read_to_string(path).expect("web/src/quiver-wasm.ts");
+        let start = typescript
+            .find("export interface Metrics {")
+            .expect("interface Metrics in quiver-wasm.ts");
+        let body = &typescript[start..];
+        let body = &body[body.find('{').unwrap() + 1..body.find("\n}").unwrap()];
+        let mut typed: Vec<&str> = body
+            .lines()
+            .filter_map(|line| line.trim().split_once(':'))
+            .map(|(name, _)| name.trim())
+            .filter(|name| !name.starts_with("//") && !name.starts_with('*'))
+            .collect();
+        let json = serde_json::to_value(MetricsSnapshot::default()).unwrap();
+        let mut fields: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        typed.sort_unstable();
+        fields.sort_unstable();
+        assert_eq!(typed, fields);
+    }
+
+    #[test]
+    fn snapshots_add_counters_and_phases_by_name() {
+        let mut total = MetricsSnapshot::default();
+        let mut one = MetricsSnapshot {
+            requests: 2,
+            bytes_read: 100,
+            ..Default::default()
+        };
+        one.add_phase("run", 5.0);
+        total.add(&one);
+        one.add_phase("encode", 1.0);
+        total.add(&one);
+        assert_eq!((total.requests, total.bytes_read), (4, 200));
+        let phases: Vec<(&str, f64)> = total
+            .phases
+            .iter()
+            .map(|p| (p.name.as_str(), p.ms))
+            .collect();
+        assert_eq!(phases, [("run", 10.0), ("encode", 1.0)]);
     }
 }

@@ -14,6 +14,7 @@ use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::error::{DataFusionError, Result};
 use quiver_core::bucket::Bucket;
 use quiver_core::copy::{CopyTarget, WrittenFile};
+use quiver_core::metrics::MetricsSnapshot;
 use quiver_core::scan::ScanFile;
 use serde::{Deserialize, Serialize};
 
@@ -46,20 +47,19 @@ pub struct WorkerRequest {
     pub write: Option<CopyTarget>,
 }
 
-/// What a worker did, for `--profile` and the coordinator's logs.
+/// What a worker did, for `--profile` and the coordinator's logs; summed over workers.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct WorkerMetrics {
     /// Sub-coordinators that took part (tree invocation).
     #[serde(default)]
     pub sub_coordinators: u64,
+    /// Rows the workers returned.
     pub rows: u64,
+    /// Buckets the workers ran.
     pub buckets: u64,
-    pub requests: u64,
-    pub bytes_read: u64,
-    pub cache_hit_bytes: u64,
-    pub footer_requests: u64,
-    /// Milliseconds per phase (decode, run, encode).
-    pub phases_ms: BTreeMap<String, f64>,
+    /// Their reads, as any query reports them, with the phases decode, run and encode.
+    #[serde(flatten)]
+    pub reads: MetricsSnapshot,
 }
 
 impl WorkerMetrics {
@@ -67,13 +67,7 @@ impl WorkerMetrics {
         self.sub_coordinators += other.sub_coordinators;
         self.rows += other.rows;
         self.buckets += other.buckets;
-        self.requests += other.requests;
-        self.bytes_read += other.bytes_read;
-        self.cache_hit_bytes += other.cache_hit_bytes;
-        self.footer_requests += other.footer_requests;
-        for (phase, ms) in &other.phases_ms {
-            *self.phases_ms.entry(phase.clone()).or_default() += ms;
-        }
+        self.reads.add(&other.reads);
     }
 }
 

@@ -121,15 +121,8 @@ impl Engine {
 
     /// The running query's progress, as JSON.
     pub fn progress(&self) -> String {
-        let metrics = self.session.runtime().metrics();
-        let g = QueryMetrics::get;
-        json!({
-            "buckets_total": g(&metrics.buckets_total),
-            "buckets_done": g(&metrics.buckets_done),
-            "requests": g(&metrics.requests),
-            "bytes_read": g(&metrics.bytes_read),
-        })
-        .to_string()
+        let metrics = self.session.runtime().metrics().snapshot();
+        serde_json::to_string(&metrics).unwrap_or_default()
     }
 
     /// The metadata of the files `path` names (a glob too), as JSON.
@@ -224,30 +217,17 @@ impl QueryResult {
 
     /// What the query did, as JSON: counters, phases and the timeline of requests.
     pub fn profile(&self) -> String {
-        let m = &self.metrics;
-        let g = QueryMetrics::get;
-        let phases: Vec<Value> = m
-            .phases()
-            .into_iter()
-            .map(|(name, elapsed)| json!({"name": name, "ms": elapsed.as_secs_f64() * 1e3}))
-            .collect();
-        json!({
+        let mut profile = json!({
             "elapsed_ms": self.elapsed_ms,
             "rows": self.rows(),
-            "files": g(&m.files),
-            "files_pruned": g(&m.files_pruned),
-            "row_groups": g(&m.row_groups),
-            "row_groups_pruned": g(&m.row_groups_pruned),
-            "buckets": g(&m.buckets_total),
-            "requests": g(&m.requests),
-            "footer_requests": g(&m.footer_requests),
-            "bytes_read": g(&m.bytes_read),
-            "bytes_planned": g(&m.bytes_planned),
-            "cache_hit_bytes": g(&m.cache_hit_bytes),
-            "phases": phases,
-            "spans": m.timeline.spans(),
-        })
-        .to_string()
+            "spans": self.metrics.timeline.spans(),
+        });
+        if let (Value::Object(profile), Ok(Value::Object(counters))) =
+            (&mut profile, serde_json::to_value(self.metrics.snapshot()))
+        {
+            profile.extend(counters);
+        }
+        profile.to_string()
     }
 
     fn column_names(&self) -> Vec<String> {

@@ -57,8 +57,8 @@ async fn main() -> Result<(), Error> {
                 "quiver worker {number} of {query}: {buckets} buckets, {} rows, {} requests, \
                  {} bytes in {:.0} ms",
                 response.metrics.rows,
-                response.metrics.requests,
-                response.metrics.bytes_read,
+                response.metrics.reads.requests,
+                response.metrics.reads.bytes_read,
                 started.elapsed().as_secs_f64() * 1e3
             );
             Ok::<_, Error>(response)
