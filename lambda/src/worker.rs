@@ -36,7 +36,7 @@ impl Worker {
             self.session.set(key, value)?;
         }
         let context = self.session.context().task_ctx();
-        let metrics = self.session.runtime().begin_query();
+        let metrics = self.session.begin_query();
         let started = Instant::now();
         let template = decode(&from_base64(&request.fragment)?, &context)?;
         let plan = over_buckets(&template, request.files.clone(), request.buckets.clone())?;

@@ -1,10 +1,12 @@
 //! The block cache: bytes already fetched, kept per object version so that a hot re-run
 //! makes no request for bytes it holds. Bounded by bytes; the oldest pieces leave first.
 //! Lookups split a request into what is held and what is missing, so the fetch layer can
-//! coalesce adjacent misses into one request.
+//! coalesce adjacent misses into one request. The cache owns its bound: a query sets it
+//! from `quiver.block_cache_bytes` when it starts (`QuiverRuntime::begin_query`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use bytes::Bytes;
@@ -16,9 +18,20 @@ pub const BLOCK_CACHE_BYTES: u64 = 256 * 1024 * 1024;
 
 type ObjectKey = (String, String);
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct BlockCache {
     state: Mutex<State>,
+    /// Bytes it may hold; 0 turns it off.
+    capacity: AtomicU64,
+}
+
+impl Default for BlockCache {
+    fn default() -> Self {
+        Self {
+            state: Mutex::default(),
+            capacity: AtomicU64::new(BLOCK_CACHE_BYTES),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -38,7 +51,23 @@ pub struct Lookup {
 }
 
 impl BlockCache {
+    /// Bounds the cache to `bytes` from now on, evicting the oldest pieces beyond it; 0
+    /// turns it off (it neither keeps nor serves, and lets go of what it held).
+    pub fn set_capacity(&self, bytes: u64) {
+        if self.capacity.swap(bytes, Relaxed) != bytes {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            state.evict_to(bytes);
+        }
+    }
+
+    /// What is held of `ranges`, and what is missing (everything while the cache is off).
     pub fn lookup(&self, object: &ObjectMeta, ranges: &[Range<u64>]) -> Lookup {
+        if self.capacity.load(Relaxed) == 0 {
+            return Lookup {
+                held: vec![],
+                missing: ranges.to_vec(),
+            };
+        }
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let Some(pieces) = state.objects.get(&key(object)) else {
             return Lookup {
@@ -59,8 +88,9 @@ impl BlockCache {
         found
     }
 
-    /// Keeps the parts of `pieces` not already held, then evicts down to `capacity` bytes.
-    pub fn insert(&self, object: &ObjectMeta, pieces: &[(u64, Bytes)], capacity: u64) {
+    /// Keeps the parts of `pieces` not already held, then evicts down to the bound.
+    pub fn insert(&self, object: &ObjectMeta, pieces: &[(u64, Bytes)]) {
+        let capacity = self.capacity.load(Relaxed);
         if capacity == 0 {
             return;
         }
@@ -89,19 +119,26 @@ impl BlockCache {
             state.order.push_back((key.clone(), start));
             state.bytes += length;
         }
-        while state.bytes > capacity {
-            let Some((oldest, start)) = state.order.pop_front() else {
+        state.evict_to(capacity);
+    }
+}
+
+impl State {
+    /// Drops the oldest pieces until at most `capacity` bytes are held.
+    fn evict_to(&mut self, capacity: u64) {
+        while self.bytes > capacity {
+            let Some((oldest, start)) = self.order.pop_front() else {
                 break;
             };
-            let removed = state
+            let removed = self
                 .objects
                 .get_mut(&oldest)
                 .and_then(|pieces| pieces.remove(&start));
             if let Some(bytes) = removed {
-                state.bytes -= bytes.len() as u64;
+                self.bytes -= bytes.len() as u64;
             }
-            if state.objects.get(&oldest).is_some_and(BTreeMap::is_empty) {
-                state.objects.remove(&oldest);
+            if self.objects.get(&oldest).is_some_and(BTreeMap::is_empty) {
+                self.objects.remove(&oldest);
             }
         }
     }
@@ -165,11 +202,7 @@ mod tests {
     #[test]
     fn held_bytes_are_served_and_the_rest_is_missing() {
         let cache = BlockCache::default();
-        cache.insert(
-            &object(),
-            &[(100, bytes(100, 200)), (300, bytes(300, 400))],
-            1 << 20,
-        );
+        cache.insert(&object(), &[(100, bytes(100, 200)), (300, bytes(300, 400))]);
         let found = cache.lookup(&object(), &[150..350]);
         assert_eq!(found.missing, vec![200..300]);
         assert_eq!(
@@ -189,12 +222,13 @@ mod tests {
     #[test]
     fn overlapping_inserts_keep_one_copy_and_eviction_bounds_bytes() {
         let cache = BlockCache::default();
-        cache.insert(&object(), &[(0, bytes(0, 100))], 150);
-        cache.insert(&object(), &[(50, bytes(50, 150))], 150);
+        cache.set_capacity(150);
+        cache.insert(&object(), &[(0, bytes(0, 100))]);
+        cache.insert(&object(), &[(50, bytes(50, 150))]);
         let found = cache.lookup(&object(), &[0..150]);
         assert!(found.missing.is_empty());
         assert_eq!(found.held.iter().map(|(_, b)| b.len()).sum::<usize>(), 150);
-        cache.insert(&object(), &[(500, bytes(500, 600))], 150);
+        cache.insert(&object(), &[(500, bytes(500, 600))]);
         assert_eq!(
             cache.lookup(&object(), &[0..100]).missing,
             vec![0..100],
@@ -202,5 +236,10 @@ mod tests {
         );
         assert!(cache.lookup(&object(), &[500..600]).missing.is_empty());
         assert_eq!(cache.state.lock().unwrap().bytes, 150);
+        // Off: what was held is let go, nothing is served or kept.
+        cache.set_capacity(0);
+        assert_eq!(cache.state.lock().unwrap().bytes, 0);
+        cache.insert(&object(), &[(0, bytes(0, 100))]);
+        assert_eq!(cache.lookup(&object(), &[0..100]).missing, vec![0..100]);
     }
 }

@@ -10,7 +10,7 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use parquet::file::metadata::ParquetMetaData;
 use parquet::schema::types::SchemaDescriptor;
 
-use crate::cache::{BlockCache, Lookup, BLOCK_CACHE_BYTES};
+use crate::cache::{BlockCache, Lookup};
 use crate::error::Result;
 use crate::metrics::{QueryMetrics, SpanKind};
 use crate::source::{ObjectMeta, ObjectSource};
@@ -31,8 +31,6 @@ pub struct FetchOptions {
     pub coalesce_gap: u64,
     pub max_coalesced_bytes: u64,
     pub max_concurrent_requests: usize,
-    /// The block cache's size; 0 turns it off.
-    pub block_cache_bytes: u64,
 }
 
 impl Default for FetchOptions {
@@ -41,7 +39,6 @@ impl Default for FetchOptions {
             coalesce_gap: COALESCE_GAP,
             max_coalesced_bytes: MAX_COALESCED_BYTES,
             max_concurrent_requests: MAX_CONCURRENT_REQUESTS,
-            block_cache_bytes: BLOCK_CACHE_BYTES,
         }
     }
 }
@@ -193,15 +190,7 @@ pub async fn fetch_ranges(
     metrics: &QueryMetrics,
     lane: &str,
 ) -> Result<FetchedBytes> {
-    // A cache of size 0 is off: it neither keeps nor serves (what other queries left).
-    let Lookup { mut held, missing } = if options.block_cache_bytes == 0 {
-        Lookup {
-            held: vec![],
-            missing: ranges.to_vec(),
-        }
-    } else {
-        cache.lookup(object, ranges)
-    };
+    let Lookup { mut held, missing } = cache.lookup(object, ranges);
     let cache_hit_bytes = held.iter().map(|(_, b)| b.len() as u64).sum();
     QueryMetrics::add(&metrics.cache_hit_bytes, cache_hit_bytes);
     let plan = coalesce(&missing, options);
@@ -219,7 +208,7 @@ pub async fn fetch_ranges(
         .buffer_unordered(options.max_concurrent_requests.max(1))
         .try_collect()
         .await?;
-    cache.insert(object, &fetched, options.block_cache_bytes);
+    cache.insert(object, &fetched);
     let stats = FetchStats {
         requests: fetched.len() as u64,
         bytes: fetched.iter().map(|(_, b)| b.len() as u64).sum(),

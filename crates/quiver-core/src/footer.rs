@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
+use datafusion::arrow::datatypes::Schema;
+use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
 use crate::cache::BlockCache;
@@ -33,7 +35,6 @@ impl FooterCache {
         meta: &ObjectMeta,
         metrics: &QueryMetrics,
         blocks: &BlockCache,
-        block_cache_bytes: u64,
     ) -> Result<Arc<ParquetMetaData>> {
         let key = (meta.path.clone(), meta.version.clone());
         if let Some(found) = self
@@ -45,7 +46,7 @@ impl FooterCache {
             QueryMetrics::add(&metrics.footer_cache_hits, 1);
             return Ok(Arc::clone(found));
         }
-        let parsed = Arc::new(read_footer(source, meta, metrics, blocks, block_cache_bytes).await?);
+        let parsed = Arc::new(read_footer(source, meta, metrics, blocks).await?);
         self.entries
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -54,12 +55,24 @@ impl FooterCache {
     }
 }
 
+/// The Arrow schema a file's footer describes: the one place a footer becomes a schema,
+/// so every reader of a file agrees on its columns. A footer Arrow cannot map (an
+/// unsupported type) names the file.
+pub fn arrow_schema(path: &str, metadata: &ParquetMetaData) -> Result<Schema> {
+    let file = metadata.file_metadata();
+    parquet_to_arrow_schema(file.schema_descr(), file.key_value_metadata()).map_err(|e| {
+        QuiverError::NotParquet {
+            path: path.to_string(),
+            reason: e.to_string(),
+        }
+    })
+}
+
 async fn read_footer(
     source: &dyn ObjectSource,
     meta: &ObjectMeta,
     metrics: &QueryMetrics,
     blocks: &BlockCache,
-    block_cache_bytes: u64,
 ) -> Result<ParquetMetaData> {
     let path = &meta.path;
     let not_parquet = |reason: &str| QuiverError::NotParquet {
@@ -75,11 +88,7 @@ async fn read_footer(
     let first = FOOTER_READ_BYTES.min(meta.size);
     let tail = fetch(source, meta, meta.size - first, meta.size, metrics).await?;
     // A small file's tail is the whole file: its column chunks then cost no second request.
-    blocks.insert(
-        meta,
-        &[(meta.size - first, tail.clone())],
-        block_cache_bytes,
-    );
+    blocks.insert(meta, &[(meta.size - first, tail.clone())]);
     let end = &tail[tail.len() - FOOTER_TAIL as usize..];
     if &end[4..] != b"PAR1" {
         return Err(not_parquet(

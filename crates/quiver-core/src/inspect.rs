@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 
 use datafusion::error::Result;
-use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::metadata::ParquetMetaData;
 use serde::Serialize;
 
+use crate::footer::arrow_schema;
 use crate::runtime::QuiverRuntime;
 use crate::source::{list_files, ListingOptions, ObjectMeta, S3Options};
 
@@ -54,7 +54,7 @@ pub async fn describe_files(
     for file in listing.files.iter().take(MAX_FILES) {
         let source = runtime.sources.for_path(&file.meta.path, s3)?;
         let footer = runtime
-            .footer(source.as_ref(), &file.meta, &metrics, u64::MAX)
+            .footer(source.as_ref(), &file.meta, &metrics)
             .await?;
         described.push(describe(&file.meta, &footer)?);
     }
@@ -64,7 +64,7 @@ pub async fn describe_files(
 fn describe(meta: &ObjectMeta, footer: &ParquetMetaData) -> Result<FileMetadata> {
     let file = footer.file_metadata();
     let descriptor = file.schema_descr();
-    let schema = parquet_to_arrow_schema(descriptor, file.key_value_metadata())?;
+    let schema = arrow_schema(&meta.path, footer)?;
     let columns = schema
         .fields()
         .iter()

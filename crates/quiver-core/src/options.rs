@@ -51,7 +51,6 @@ impl QuiverOptions {
             coalesce_gap: self.coalesce_gap,
             max_coalesced_bytes: self.max_coalesced_bytes,
             max_concurrent_requests: self.max_concurrent_requests,
-            block_cache_bytes: self.block_cache_bytes,
         }
     }
 

@@ -12,6 +12,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::cache::BlockCache;
 use crate::footer::FooterCache;
 use crate::metrics::QueryMetrics;
+use crate::options::QuiverOptions;
 use crate::source::{ObjectMeta, ObjectSource, Sources};
 use parquet::file::metadata::ParquetMetaData;
 
@@ -57,8 +58,10 @@ impl QuiverRuntime {
             .ok_or_else(|| DataFusionError::Internal("this session has no Quiver runtime".into()))
     }
 
-    /// Starts a query's metrics afresh and returns them.
-    pub fn begin_query(&self) -> Arc<QueryMetrics> {
+    /// Starts a query: its metrics afresh (returned), the block cache bounded as its
+    /// settings say.
+    pub fn begin_query(&self, options: &QuiverOptions) -> Arc<QueryMetrics> {
+        self.blocks.set_capacity(options.block_cache_bytes);
         let fresh = Arc::new(QueryMetrics::default());
         fresh.timeline.begin(); // the query's time origin
         *self.metrics.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&fresh);
@@ -76,11 +79,10 @@ impl QuiverRuntime {
         source: &dyn ObjectSource,
         meta: &ObjectMeta,
         metrics: &QueryMetrics,
-        block_cache_bytes: u64,
     ) -> datafusion::error::Result<Arc<ParquetMetaData>> {
         Ok(self
             .footers
-            .load(source, meta, metrics, &self.blocks, block_cache_bytes)
+            .load(source, meta, metrics, &self.blocks)
             .await?)
     }
 

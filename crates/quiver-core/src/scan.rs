@@ -34,13 +34,13 @@ use datafusion::physical_plan::{
 use futures::future::{try_join_all, BoxFuture, FutureExt};
 use futures::StreamExt;
 use parquet::arrow::async_reader::AsyncFileReader;
-use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::metadata::ParquetMetaData;
 use serde::{Deserialize, Serialize};
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::bucket::Bucket;
 use crate::fetch::{column_chunk_ranges, fetch_ranges, leaf_columns, FetchedBytes};
+use crate::footer::arrow_schema;
 use crate::metrics::{file_name, QueryMetrics};
 use crate::options::QuiverOptions;
 use crate::runtime::QuiverRuntime;
@@ -493,12 +493,9 @@ impl BucketScanExec {
         })?;
         let meta = &file.meta;
         let source = runtime.sources.for_path(&meta.path, &options.s3())?;
-        let metadata = runtime
-            .footer(source.as_ref(), meta, metrics, options.block_cache_bytes)
-            .await?;
+        let metadata = runtime.footer(source.as_ref(), meta, metrics).await?;
         let descriptor = metadata.file_metadata().schema_descr();
-        let stored =
-            parquet_to_arrow_schema(descriptor, metadata.file_metadata().key_value_metadata())?;
+        let stored = arrow_schema(&meta.path, &metadata)?;
         let leaves = leaf_columns(descriptor, &stored, &self.projected_file_columns());
         let ranges = column_chunk_ranges(&metadata, &bucket.row_groups, &leaves);
         let lane = self.lane(bucket);

@@ -22,11 +22,11 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
 use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
 use datafusion::physical_plan::ExecutionPlan;
 use futures::stream::{self, StreamExt, TryStreamExt};
-use parquet::arrow::parquet_to_arrow_schema;
 
 use crate::bucket::{group_buckets, plan_buckets, FileWork};
 use crate::error::QuiverError;
 use crate::fetch::{column_chunk_ranges, leaf_columns};
+use crate::footer::arrow_schema;
 use crate::metrics::QueryMetrics;
 use crate::options::QuiverOptions;
 use crate::prune::{files_to_read, row_groups_to_read};
@@ -48,8 +48,6 @@ pub struct TableOptions {
     pub view_types: bool,
     /// Binary columns as strings (`datafusion.execution.parquet.binary_as_string`).
     pub binary_as_string: bool,
-    /// The block cache's size, which keeps the bytes read with a footer.
-    pub block_cache_bytes: u64,
 }
 
 impl TableOptions {
@@ -62,7 +60,6 @@ impl TableOptions {
                 hive_partitioning: None,
                 s3: QuiverOptions::of(config).s3(),
             },
-            block_cache_bytes: QuiverOptions::of(config).block_cache_bytes,
             ..Default::default()
         }
     }
@@ -126,21 +123,9 @@ impl QuiverTable {
             .sources
             .for_path(&first.meta.path, &options.listing.s3)?;
         let metadata = runtime
-            .footer(
-                source.as_ref(),
-                &first.meta,
-                &runtime.metrics(),
-                options.block_cache_bytes,
-            )
+            .footer(source.as_ref(), &first.meta, &runtime.metrics())
             .await?;
-        let stored = parquet_to_arrow_schema(
-            metadata.file_metadata().schema_descr(),
-            metadata.file_metadata().key_value_metadata(),
-        )
-        .map_err(|e| QuiverError::NotParquet {
-            path: first.meta.path.clone(),
-            reason: e.to_string(),
-        })?;
+        let stored = arrow_schema(&first.meta.path, &metadata)?;
 
         let stored = if options.binary_as_string {
             transform_binary_to_string(&stored)
@@ -320,7 +305,7 @@ impl TableProvider for QuiverTable {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let runtime = QuiverRuntime::of(state.config())?;
         let settings = QuiverOptions::of(state.config().options());
-        let (s3, cache_bytes) = (&settings.s3(), settings.block_cache_bytes);
+        let s3 = &settings.s3();
         let metrics = runtime.metrics();
         let started = web_time::Instant::now();
         let (kept, listing_batch) = self.kept_files(state, filters)?;
@@ -404,13 +389,8 @@ impl TableProvider for QuiverTable {
                 async move {
                     let meta = &self.listing.files[index].meta;
                     let source = runtime.sources.for_path(&meta.path, s3)?;
-                    let metadata = runtime
-                        .footer(source.as_ref(), meta, metrics, cache_bytes)
-                        .await?;
-                    let stored = parquet_to_arrow_schema(
-                        metadata.file_metadata().schema_descr(),
-                        metadata.file_metadata().key_value_metadata(),
-                    )?;
+                    let metadata = runtime.footer(source.as_ref(), meta, metrics).await?;
+                    let stored = arrow_schema(&meta.path, &metadata)?;
                     let keep =
                         row_groups_to_read(predicate.as_ref(), &metadata, &stored, file_schema);
                     let descriptor = metadata.file_metadata().schema_descr();

@@ -129,6 +129,13 @@ impl QuiverSession {
         &self.runtime
     }
 
+    /// Starts a statement: fresh metrics (returned) and the block cache bounded as the
+    /// session's settings say now.
+    pub fn begin_query(&self) -> Arc<QueryMetrics> {
+        let options = QuiverOptions::of(self.context.state().config_options());
+        self.runtime.begin_query(&options)
+    }
+
     /// Sets a configuration value, as `SET key = value` does (`quiver.coalesce_gap`, or any
     /// of DataFusion's `datafusion.*` settings).
     pub fn set(&self, key: &str, value: &str) -> Result<()> {
@@ -166,7 +173,7 @@ impl QuiverSession {
         for statement in statements {
             self.run_statement(statement).await?;
         }
-        self.runtime.begin_query();
+        self.begin_query();
         let plan = self.logical_plan(last).await?;
         self.context
             .execute_logical_plan(plan)
@@ -259,7 +266,7 @@ impl QuiverSession {
     }
 
     async fn run_statement(&self, statement: Statement) -> Result<QueryOutput> {
-        let metrics = self.runtime.begin_query();
+        let metrics = self.begin_query();
         let started = Instant::now();
         let plan = self.logical_plan(statement).await?;
         let frame = self.context.execute_logical_plan(plan).await?;
@@ -370,7 +377,7 @@ impl QuiverSession {
         if self.options.executor != ExecutorKind::Remote {
             return Ok(None);
         }
-        let metrics = self.runtime.begin_query();
+        let metrics = self.begin_query();
         let plan = self.logical_plan(statement.clone()).await?;
         let mut top = self
             .context
