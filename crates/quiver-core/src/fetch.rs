@@ -43,41 +43,54 @@ impl Default for FetchOptions {
     }
 }
 
-/// Leaf column indexes (in the Parquet schema) of the named top-level columns; `stored` is
-/// the file's Arrow schema, whose top-level fields are the Parquet schema's roots.
-pub fn leaf_columns(
-    descriptor: &SchemaDescriptor,
-    stored: &Schema,
-    names: &[String],
-) -> Vec<usize> {
-    let roots: Vec<usize> = names
-        .iter()
-        .filter_map(|name| stored.index_of(name).ok())
-        .collect();
-    (0..descriptor.num_columns())
-        .filter(|&leaf| roots.contains(&descriptor.get_column_root_idx(leaf)))
-        .collect()
+/// A file's projected columns as the Parquet leaves that store them: the one value the
+/// planner sizes buckets with and the scan fetches by, so the two never disagree on which
+/// bytes a bucket reads.
+pub struct ProjectedColumns<'a> {
+    metadata: &'a ParquetMetaData,
+    /// Leaf column indexes (in the Parquet schema) under the named top-level columns.
+    leaves: Vec<usize>,
 }
 
-/// The byte ranges of the column chunks `leaf_columns` of `row_groups`, sorted.
-pub fn column_chunk_ranges(
-    metadata: &ParquetMetaData,
-    row_groups: &[usize],
-    leaf_columns: &[usize],
-) -> Vec<Range<u64>> {
-    let mut ranges: Vec<Range<u64>> = row_groups
-        .iter()
-        .flat_map(|&rg| {
-            let row_group = metadata.row_group(rg);
-            leaf_columns.iter().map(move |&c| {
-                let (start, length) = row_group.column(c).byte_range();
-                start..start + length
+impl<'a> ProjectedColumns<'a> {
+    /// The leaves of the top-level columns `names`; `stored` is the file's Arrow schema,
+    /// whose top-level fields are the Parquet schema's roots.
+    pub fn new(metadata: &'a ParquetMetaData, stored: &Schema, names: &[String]) -> Self {
+        let descriptor: &SchemaDescriptor = metadata.file_metadata().schema_descr();
+        let roots: Vec<usize> = names
+            .iter()
+            .filter_map(|name| stored.index_of(name).ok())
+            .collect();
+        let leaves = (0..descriptor.num_columns())
+            .filter(|&leaf| roots.contains(&descriptor.get_column_root_idx(leaf)))
+            .collect();
+        Self { metadata, leaves }
+    }
+
+    /// The byte ranges of these columns' chunks in `row_groups`, sorted.
+    pub fn ranges(&self, row_groups: &[usize]) -> Vec<Range<u64>> {
+        let mut ranges: Vec<Range<u64>> = row_groups
+            .iter()
+            .flat_map(|&rg| {
+                let row_group = self.metadata.row_group(rg);
+                self.leaves.iter().map(move |&c| {
+                    let (start, length) = row_group.column(c).byte_range();
+                    start..start + length
+                })
             })
-        })
-        .filter(|r| r.end > r.start)
-        .collect();
-    ranges.sort_by_key(|r| r.start);
-    ranges
+            .filter(|r| r.end > r.start)
+            .collect();
+        ranges.sort_by_key(|r| r.start);
+        ranges
+    }
+
+    /// The bytes these columns take in one row group.
+    pub fn bytes(&self, row_group: usize) -> u64 {
+        self.ranges(&[row_group])
+            .iter()
+            .map(|r| r.end - r.start)
+            .sum()
+    }
 }
 
 /// Merges sorted ranges closer than `coalesce_gap`, then splits any merged range larger

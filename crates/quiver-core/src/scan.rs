@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::bucket::Bucket;
-use crate::fetch::{column_chunk_ranges, fetch_ranges, leaf_columns, FetchedBytes};
+use crate::fetch::{fetch_ranges, FetchedBytes, ProjectedColumns};
 use crate::footer::arrow_schema;
 use crate::metrics::{file_name, QueryMetrics};
 use crate::options::QuiverOptions;
@@ -494,10 +494,9 @@ impl BucketScanExec {
         let meta = &file.meta;
         let source = runtime.sources.for_path(&meta.path, &options.s3())?;
         let metadata = runtime.footer(source.as_ref(), meta, metrics).await?;
-        let descriptor = metadata.file_metadata().schema_descr();
         let stored = arrow_schema(&meta.path, &metadata)?;
-        let leaves = leaf_columns(descriptor, &stored, &self.projected_file_columns());
-        let ranges = column_chunk_ranges(&metadata, &bucket.row_groups, &leaves);
+        let ranges = ProjectedColumns::new(&metadata, &stored, &self.projected_file_columns())
+            .ranges(&bucket.row_groups);
         let lane = self.lane(bucket);
         let fetched = fetch_ranges(
             source.as_ref(),

@@ -19,13 +19,13 @@ use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
-use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
+use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
 use datafusion::physical_plan::ExecutionPlan;
 use futures::stream::{self, StreamExt, TryStreamExt};
 
 use crate::bucket::{group_buckets, plan_buckets, FileWork};
 use crate::error::QuiverError;
-use crate::fetch::{column_chunk_ranges, leaf_columns};
+use crate::fetch::ProjectedColumns;
 use crate::footer::arrow_schema;
 use crate::metrics::QueryMetrics;
 use crate::options::QuiverOptions;
@@ -296,6 +296,9 @@ impl TableProvider for QuiverTable {
         Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
     }
 
+    /// Plans the scan in named steps: prune files on the listing, answer from the listing
+    /// alone if the query reads no file column, else build the pruning predicate, read the
+    /// kept files' footers into per-file work, and deal that work into buckets.
     async fn scan(
         &self,
         state: &dyn Session,
@@ -304,8 +307,6 @@ impl TableProvider for QuiverTable {
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let runtime = QuiverRuntime::of(state.config())?;
-        let settings = QuiverOptions::of(state.config().options());
-        let s3 = &settings.s3();
         let metrics = runtime.metrics();
         let started = web_time::Instant::now();
         let (kept, listing_batch) = self.kept_files(state, filters)?;
@@ -313,21 +314,10 @@ impl TableProvider for QuiverTable {
             &metrics.files_pruned,
             (self.listing.files.len() - kept.len()) as u64,
         );
-
         if self.listing_only {
-            let rows: Vec<u32> = kept.iter().map(|&i| i as u32).collect();
-            let batch = datafusion::arrow::compute::take_record_batch(
-                &listing_batch,
-                &UInt32Array::from(rows),
-            )?;
-            let listing_projection =
-                projection.map(|p| p.iter().map(|&i| i - self.file_columns).collect::<Vec<_>>());
+            let plan = self.listing_scan(&kept, &listing_batch, projection)?;
             metrics.record_phase("list", started.elapsed());
-            return Ok(MemorySourceConfig::try_new_exec(
-                &[vec![batch]],
-                self.listing_schema(),
-                listing_projection,
-            )?);
+            return Ok(plan);
         }
         if self.deferred {
             return Err(DataFusionError::Internal(format!(
@@ -335,10 +325,96 @@ impl TableProvider for QuiverTable {
                 self.patterns.join(", ")
             )));
         }
+        let columns = self.scan_columns(projection)?;
+        let predicate = self.pruning_predicate(state, filters)?;
+        let files = self
+            .plan_files(state, &runtime, &kept, predicate.as_ref(), &columns)
+            .await?;
+        metrics.record_phase("footers", started.elapsed());
+        self.bucket_scan(state, &metrics, &kept, &listing_batch, &columns, files)
+    }
+}
 
-        let file_schema = Arc::new(Schema::new(
-            self.schema.fields()[..self.file_columns].to_vec(),
-        ));
+/// What one kept file gives the scan, from its footer.
+struct FilePlan {
+    /// Its row groups after pruning, with their projected bytes.
+    work: FileWork,
+    row_groups: usize,
+    statistics: Statistics,
+}
+
+/// The scan's columns: what it outputs, and which of them the files hold.
+struct ScanColumns {
+    /// The projection DataFusion asked for (`None`: every column) ...
+    projection: Option<Vec<usize>>,
+    /// ... as the table column indexes the scan outputs.
+    output: Vec<usize>,
+    /// The projected file columns (the footers describe them) ...
+    described: SchemaRef,
+    /// ... and where each output column is among them (listing columns are not).
+    described_at: Vec<Option<usize>>,
+}
+
+impl ScanColumns {
+    fn names(&self) -> Vec<String> {
+        self.described
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect()
+    }
+}
+
+impl QuiverTable {
+    /// A listing-only query's answer: the kept rows of the listing itself.
+    fn listing_scan(
+        &self,
+        kept: &[usize],
+        listing_batch: &RecordBatch,
+        projection: Option<&Vec<usize>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let rows: Vec<u32> = kept.iter().map(|&i| i as u32).collect();
+        let batch =
+            datafusion::arrow::compute::take_record_batch(listing_batch, &UInt32Array::from(rows))?;
+        let listing_projection =
+            projection.map(|p| p.iter().map(|&i| i - self.file_columns).collect::<Vec<_>>());
+        Ok(MemorySourceConfig::try_new_exec(
+            &[vec![batch]],
+            self.listing_schema(),
+            listing_projection,
+        )?)
+    }
+
+    fn scan_columns(&self, projection: Option<&Vec<usize>>) -> Result<ScanColumns> {
+        let output: Vec<usize> = projection
+            .cloned()
+            .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
+        let file_outputs: Vec<usize> = output
+            .iter()
+            .copied()
+            .filter(|&i| i < self.file_columns)
+            .collect();
+        let described = Arc::new(self.schema.project(&file_outputs)?);
+        let described_at = output
+            .iter()
+            .map(|i| file_outputs.iter().position(|f| f == i))
+            .collect();
+        Ok(ScanColumns {
+            projection: projection.cloned(),
+            output,
+            described,
+            described_at,
+        })
+    }
+
+    /// The filters on file columns as one predicate over row-group statistics; none when
+    /// no filter applies or DataFusion cannot build one.
+    fn pruning_predicate(
+        &self,
+        state: &dyn Session,
+        filters: &[Expr],
+    ) -> Result<Option<PruningPredicate>> {
+        let file_schema = self.file_schema();
         let on_files: Vec<Expr> = filters
             .iter()
             .filter(|f| {
@@ -348,103 +424,94 @@ impl TableProvider for QuiverTable {
             })
             .cloned()
             .collect();
-        let predicate = match conjunction(on_files) {
-            Some(filter) => {
-                let df_schema = DFSchema::try_from(file_schema.as_ref().clone())?;
-                let physical = state.create_physical_expr(filter, &df_schema)?;
-                PruningPredicateBuilder::new()
-                    .with_file_schema(Arc::clone(&file_schema))
-                    .try_build(physical)
-                    .ok()
-            }
-            None => None,
+        let Some(filter) = conjunction(on_files) else {
+            return Ok(None);
         };
-        let output: Vec<usize> = projection
-            .cloned()
-            .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
-        // The projected file columns, which the footers describe, and where each output
-        // column is among them (listing columns are not).
-        let file_outputs: Vec<usize> = output
-            .iter()
-            .copied()
-            .filter(|&i| i < self.file_columns)
-            .collect();
-        let described = Arc::new(self.schema.project(&file_outputs)?);
-        let described_at: Vec<Option<usize>> = output
-            .iter()
-            .map(|i| file_outputs.iter().position(|f| f == i))
-            .collect();
-        let projected: Vec<String> = described
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .collect();
+        let df_schema = DFSchema::try_from(file_schema.as_ref().clone())?;
+        let physical = state.create_physical_expr(filter, &df_schema)?;
+        Ok(PruningPredicateBuilder::new()
+            .with_file_schema(file_schema)
+            .try_build(physical)
+            .ok())
+    }
 
-        // Footers of the kept files, concurrently; each yields the work its row groups hold.
-        let works: Vec<(FileWork, usize, usize, Statistics)> = stream::iter(kept.iter().copied())
-            .map(|index| {
-                let (runtime, metrics, predicate, projected, file_schema) =
-                    (&runtime, &metrics, &predicate, &projected, &file_schema);
-                let described = &described;
-                async move {
-                    let meta = &self.listing.files[index].meta;
-                    let source = runtime.sources.for_path(&meta.path, s3)?;
-                    let metadata = runtime.footer(source.as_ref(), meta, metrics).await?;
-                    let stored = arrow_schema(&meta.path, &metadata)?;
-                    let keep =
-                        row_groups_to_read(predicate.as_ref(), &metadata, &stored, file_schema);
-                    let descriptor = metadata.file_metadata().schema_descr();
-                    let leaves = leaf_columns(descriptor, &stored, projected);
-                    let row_groups = (0..metadata.num_row_groups())
-                        .filter(|&rg| keep[rg])
-                        .map(|rg| {
-                            let bytes = column_chunk_ranges(&metadata, &[rg], &leaves)
-                                .iter()
-                                .map(|r| r.end - r.start)
-                                .sum();
-                            (rg, bytes)
-                        })
-                        .collect::<Vec<_>>();
-                    let total = metadata.num_row_groups();
-                    let pruned = total - row_groups.len();
-                    let statistics =
-                        statistics::kept_row_groups(&metadata, &stored, described, &keep);
-                    Ok::<_, DataFusionError>((
-                        FileWork {
-                            file: index,
-                            row_groups,
-                        },
-                        total,
-                        pruned,
-                        statistics,
-                    ))
-                }
+    fn file_schema(&self) -> SchemaRef {
+        Arc::new(Schema::new(
+            self.schema.fields()[..self.file_columns].to_vec(),
+        ))
+    }
+
+    /// The kept files' footers, read concurrently, each to the work its row groups hold.
+    async fn plan_files(
+        &self,
+        state: &dyn Session,
+        runtime: &QuiverRuntime,
+        kept: &[usize],
+        predicate: Option<&PruningPredicate>,
+        columns: &ScanColumns,
+    ) -> Result<Vec<FilePlan>> {
+        let s3 = &QuiverOptions::of(state.config().options()).s3();
+        let metrics = &runtime.metrics();
+        let (file_schema, names) = (&self.file_schema(), &columns.names());
+        stream::iter(kept.iter().copied())
+            .map(|index| async move {
+                let meta = &self.listing.files[index].meta;
+                let source = runtime.sources.for_path(&meta.path, s3)?;
+                let metadata = runtime.footer(source.as_ref(), meta, metrics).await?;
+                let stored = arrow_schema(&meta.path, &metadata)?;
+                let keep = row_groups_to_read(predicate, &metadata, &stored, file_schema);
+                let projected = ProjectedColumns::new(&metadata, &stored, names);
+                let row_groups = (0..metadata.num_row_groups())
+                    .filter(|&rg| keep[rg])
+                    .map(|rg| (rg, projected.bytes(rg)))
+                    .collect();
+                let statistics =
+                    statistics::kept_row_groups(&metadata, &stored, &columns.described, &keep);
+                Ok::<_, DataFusionError>(FilePlan {
+                    work: FileWork {
+                        file: index,
+                        row_groups,
+                    },
+                    row_groups: metadata.num_row_groups(),
+                    statistics,
+                })
             })
             .buffered(FOOTER_CONCURRENCY)
             .try_collect()
-            .await?;
-        metrics.record_phase("footers", started.elapsed());
+            .await
+    }
 
+    /// The files' work dealt into buckets and partitions, counted in the metrics, with the
+    /// statistics the planner gets.
+    fn bucket_scan(
+        &self,
+        state: &dyn Session,
+        metrics: &QueryMetrics,
+        kept: &[usize],
+        listing_batch: &RecordBatch,
+        columns: &ScanColumns,
+        files: Vec<FilePlan>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
         let mut summary = ScanSummary {
             files: kept.len(),
             files_pruned: self.listing.files.len() - kept.len(),
             ..Default::default()
         };
-        for (work, total, pruned, _) in &works {
-            summary.row_groups += total - pruned;
-            summary.row_groups_pruned += pruned;
-            summary.bytes_planned += work.row_groups.iter().map(|(_, b)| b).sum::<u64>();
+        for file in &files {
+            let read = file.work.row_groups.len();
+            summary.row_groups += read;
+            summary.row_groups_pruned += file.row_groups - read;
+            summary.bytes_planned += file.work.row_groups.iter().map(|(_, b)| b).sum::<u64>();
         }
         let options =
             QuiverOptions::of(state.config().options()).buckets(state.config().target_partitions());
         let (work, files_statistics): (Vec<FileWork>, Vec<Statistics>) =
-            works.into_iter().map(|(w, _, _, s)| (w, s)).unzip();
-        let output_schema = self.schema.project(&output)?;
+            files.into_iter().map(|f| (f.work, f.statistics)).unzip();
         let statistics = statistics::scan_statistics(
             &files_statistics,
-            &described,
-            &described_at,
-            &output_schema,
+            &columns.described,
+            &columns.described_at,
+            &self.schema.project(&columns.output)?,
         );
         let buckets = plan_buckets(&work, &options);
         QueryMetrics::add(&metrics.files, summary.files as u64);
@@ -453,8 +520,7 @@ impl TableProvider for QuiverTable {
         QueryMetrics::add(&metrics.buckets_total, buckets.len() as u64);
         QueryMetrics::add(&metrics.bytes_planned, summary.bytes_planned);
         let partitions = group_buckets(buckets, &options);
-
-        let files = self
+        let scan_files = self
             .listing
             .files
             .iter()
@@ -473,8 +539,8 @@ impl TableProvider for QuiverTable {
             BucketScanExec::try_new(
                 Arc::clone(&self.schema),
                 self.file_columns,
-                projection.cloned(),
-                Arc::new(files),
+                columns.projection.clone(),
+                Arc::new(scan_files),
                 partitions,
                 summary,
             )?
