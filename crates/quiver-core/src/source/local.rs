@@ -1,5 +1,7 @@
 //! Local disk. Reads are positioned reads on a freshly opened file: no shared handle, no
-//! seek state, so concurrent buckets of one file never interfere.
+//! seek state, so concurrent buckets of one file never interfere. Every file system call
+//! runs on tokio's blocking pool, off the async threads: a slow disk or a large directory
+//! never stalls the tasks driving other reads.
 
 use std::ops::Range;
 use std::path::Path;
@@ -60,76 +62,112 @@ fn walk(dir: &Path, out: &mut Vec<ObjectMeta>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Runs file system work on tokio's blocking pool; inline where no tokio runtime runs
+/// (the browser, which has no local files).
+async fn off_async<T: Send + 'static>(
+    path: &str,
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        return runtime
+            .spawn_blocking(work)
+            .await
+            .map_err(|e| QuiverError::Io {
+                path: path.to_string(),
+                reason: format!("the file system call did not finish: {e}"),
+            })?;
+    }
+    let _ = path;
+    work()
+}
+
 #[async_trait]
 impl ObjectSource for LocalSource {
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
         let root = local_path(prefix);
-        let root = if root.is_empty() { "." } else { root };
-        let mut out = Vec::new();
-        walk(Path::new(root), &mut out).map_err(|e| io_error(root, e))?;
-        if root == "." {
-            for meta in &mut out {
-                meta.path = meta.path.trim_start_matches("./").to_string();
+        let root = if root.is_empty() { "." } else { root }.to_string();
+        off_async(prefix, move || {
+            let mut out = Vec::new();
+            walk(Path::new(&root), &mut out).map_err(|e| io_error(&root, e))?;
+            if root == "." {
+                for meta in &mut out {
+                    meta.path = meta.path.trim_start_matches("./").to_string();
+                }
             }
-        }
-        Ok(out)
+            Ok(out)
+        })
+        .await
     }
 
     async fn head(&self, path: &str) -> Result<ObjectMeta> {
-        let metadata = std::fs::metadata(local_path(path)).map_err(|e| io_error(path, e))?;
-        if metadata.is_dir() {
-            // A folder is not an object; the listing then reads it as a prefix.
-            return Err(QuiverError::NotFound {
-                path: path.to_string(),
-            });
-        }
-        Ok(meta_of(path.to_string(), &metadata))
+        let path = path.to_string();
+        off_async(&path.clone(), move || {
+            let metadata = std::fs::metadata(local_path(&path)).map_err(|e| io_error(&path, e))?;
+            if metadata.is_dir() {
+                // A folder is not an object; the listing then reads it as a prefix.
+                return Err(QuiverError::NotFound { path });
+            }
+            Ok(meta_of(path, &metadata))
+        })
+        .await
     }
 
     async fn get_range(&self, object: &ObjectMeta, range: Range<u64>) -> Result<Bytes> {
-        let path = object.path.as_str();
-        let file = std::fs::File::open(local_path(path)).map_err(|e| io_error(path, e))?;
-        let now = meta_of(
-            path.to_string(),
-            &file.metadata().map_err(|e| io_error(path, e))?,
-        );
-        if now.version != object.version {
-            return Err(QuiverError::Changed {
-                path: path.to_string(),
-                expected: object.version.clone(),
-                found: now.version,
-            });
-        }
-        let read = || -> std::io::Result<Vec<u8>> {
-            let mut buffer = vec![0; (range.end - range.start) as usize];
-            read_exact_at(&file, &mut buffer, range.start)?;
-            Ok(buffer)
-        };
-        read().map(Bytes::from).map_err(|e| QuiverError::Read {
-            path: path.to_string(),
-            start: range.start,
-            end: range.end,
-            reason: e.to_string(),
-        })
+        let object = object.clone();
+        off_async(&object.path.clone(), move || read_range(&object, range)).await
     }
 
     async fn put(&self, path: &str, bytes: Bytes) -> Result<()> {
-        let local = Path::new(local_path(path));
-        if let Some(parent) = local.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| io_error(path, e))?;
-        }
-        // Written beside, then renamed: a reader never sees half a file.
-        let partial = local.with_extension("partial");
-        std::fs::write(&partial, &bytes).map_err(|e| io_error(path, e))?;
-        std::fs::rename(&partial, local).map_err(|e| io_error(path, e))
+        let path = path.to_string();
+        off_async(&path.clone(), move || {
+            let local = Path::new(local_path(&path));
+            if let Some(parent) = local.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).map_err(|e| io_error(&path, e))?;
+            }
+            // Written beside, then renamed: a reader never sees half a file.
+            let partial = local.with_extension("partial");
+            std::fs::write(&partial, &bytes).map_err(|e| io_error(&path, e))?;
+            std::fs::rename(&partial, local).map_err(|e| io_error(&path, e))
+        })
+        .await
     }
 
     async fn delete(&self, path: &str) -> Result<()> {
-        match std::fs::remove_file(local_path(path)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_error(path, e)),
-            _ => Ok(()),
-        }
+        let path = path.to_string();
+        off_async(&path.clone(), move || {
+            match std::fs::remove_file(local_path(&path)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_error(&path, e)),
+                _ => Ok(()),
+            }
+        })
+        .await
     }
+}
+
+/// `range` of `object`, after checking the file is still the version listed.
+fn read_range(object: &ObjectMeta, range: Range<u64>) -> Result<Bytes> {
+    let path = object.path.as_str();
+    let file = std::fs::File::open(local_path(path)).map_err(|e| io_error(path, e))?;
+    let now = meta_of(
+        path.to_string(),
+        &file.metadata().map_err(|e| io_error(path, e))?,
+    );
+    if now.version != object.version {
+        return Err(QuiverError::Changed {
+            path: path.to_string(),
+            expected: object.version.clone(),
+            found: now.version,
+        });
+    }
+    let mut buffer = vec![0; (range.end - range.start) as usize];
+    read_exact_at(&file, &mut buffer, range.start).map_err(|e| QuiverError::Read {
+        path: path.to_string(),
+        start: range.start,
+        end: range.end,
+        reason: e.to_string(),
+    })?;
+    Ok(Bytes::from(buffer))
 }
 
 #[cfg(unix)]
