@@ -183,12 +183,10 @@ impl FetchedBytes {
         None
     }
 
-    pub fn len(&self) -> u64 {
+    /// Bytes held (overlaps once).
+    #[cfg(test)]
+    fn len(&self) -> u64 {
         self.pieces.iter().map(|(_, b)| b.len() as u64).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.pieces.is_empty()
     }
 }
 

@@ -4,28 +4,32 @@
 //!
 //! source → cache → footer → prune → statistics → bucket → fetch → scan → copy → table →
 //! fragment → exec → session → format
+//!
+//! Public are the modules the faces (the command, the browser module, the Lambda executor
+//! and functions) use; the planning internals between a listing and a scan (cache, footer,
+//! prune, statistics, fetch, table) are not.
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod allocator;
 pub mod bucket;
-pub mod cache;
+mod cache;
 pub mod copy;
 pub mod error;
 pub mod exec;
-pub mod fetch;
-pub mod footer;
+mod fetch;
+mod footer;
 pub mod format;
 pub mod fragment;
 pub mod inspect;
 pub mod metrics;
 pub mod options;
-pub mod prune;
+mod prune;
 pub mod runtime;
 pub mod scan;
 pub mod session;
 pub mod source;
-pub mod statistics;
-pub mod table;
+mod statistics;
+mod table;
 
 pub use error::{describe, QuiverError};
 pub use session::{ExecutorKind, QueryOutput, QuiverSession, SessionOptions};

@@ -78,18 +78,6 @@ pub struct QuiverTable {
 }
 
 impl QuiverTable {
-    /// Lists the files and takes the schema from the first file's footer.
-    pub async fn try_new(
-        runtime: &QuiverRuntime,
-        patterns: Vec<String>,
-        options: TableOptions,
-    ) -> Result<Self> {
-        Self::list(runtime, patterns, &options.listing)
-            .await?
-            .with_file_columns(runtime, &options)
-            .await
-    }
-
     /// The table as the listing alone knows it: hive and virtual columns, no file read.
     /// It can only answer listing-only queries; `with_file_columns` completes it.
     pub async fn list(
@@ -175,10 +163,6 @@ impl QuiverTable {
 
     pub fn is_listing_only(&self) -> bool {
         self.listing_only
-    }
-
-    pub fn patterns(&self) -> &[String] {
-        &self.patterns
     }
 
     /// Whether `column` comes from the listing (hive or virtual) rather than the files.
