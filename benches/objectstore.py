@@ -1,29 +1,29 @@
 """The local S3 server for scenario s3: MinIO, the data in a bucket, and the counting proxy.
 
-MinIO (scripts/minio.sh) serves 127.0.0.1:PORT; the data is uploaded straight to it with boto3
-(an object is skipped when it already holds the same file: size and mtime are kept in its
-metadata). Engines reach MinIO only through tests/servers/s3_proxy.py, run as a child process:
-it adds `latency` before each request and caps each connection at `bandwidth` bytes per
-second, so that a request costs about what it costs against real S3, and it counts every
-request by its S3 API (GetObject, HeadObject, ListObjectsV2, ...) with the bytes it sent.
-Counter (picklable: the in-process engines' workers call it between runs) resets and reads
-those counts through the proxy's control endpoint.
+MinIO (scripts/minio.sh, through tests/servers/minio.py) serves 127.0.0.1:PORT; the data is
+uploaded straight to it with boto3 (an object is skipped when it already holds the same file:
+size and mtime are kept in its metadata). Engines reach MinIO only through
+tests/servers/s3_proxy.py, run as a child process: it adds `latency` before each request and
+caps each connection at `bandwidth` bytes per second, so that a request costs about what it
+costs against real S3, and it counts every request by its S3 API (GetObject, HeadObject,
+ListObjectsV2, ...) with the bytes it sent. Counter (picklable: the in-process engines' workers
+call it between runs) resets and reads those counts through the proxy's control endpoint.
 
 Only loopback addresses are used: MinIO binds to 127.0.0.1, the proxy refuses any other
 upstream.
 """
 import json
 import os
-import shlex
 import subprocess
 import sys
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
+import servers.minio
+
 from benches.engines import S3Endpoint
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MINIO_SCRIPT = os.path.join(REPO, "scripts", "minio.sh")
 PROXY_SCRIPT = os.path.join(REPO, "tests", "servers", "s3_proxy.py")
 BUCKET = "quiver-bench"
 
@@ -51,46 +51,17 @@ class Counter:
         return {"counts": stats["counts"], "bytes": stats["bytes"]}
 
 
-class MinIO:
-    """scripts/minio.sh's server on 127.0.0.1:port; stop() stops it only if start() started it."""
-
-    def __init__(self, port):
-        self.port = str(port)
-        self.started_here = False
-        self.endpoint = None
-        self.env = {}
-
-    def _script(self, *args, timeout=120):
-        try:
-            return subprocess.run([MINIO_SCRIPT, *args], capture_output=True, text=True,
-                                  timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise ServerError(f"scripts/minio.sh {' '.join(args)} took over {timeout} s") from None
+class MinIO(servers.minio.MinIO):
+    """The shared wrapper of scripts/minio.sh (tests/servers/minio.py) on 127.0.0.1:port, with
+    ServerError for its failures and what the scenarios need of the server."""
 
     def start(self):
         """Installs MinIO if missing (go install, about 8 minutes), then starts it."""
-        install = self._script("install", timeout=1800)
-        if install.returncode != 0:
-            raise ServerError(f"MinIO is missing and could not be installed (scripts/minio.sh "
-                              f"install): {(install.stderr + install.stdout).strip()[-500:]}")
-        start = self._script("start", self.port)
-        if start.returncode != 0:
-            raise ServerError(f"MinIO did not start (scripts/minio.sh start {self.port}): "
-                              f"{(start.stderr + start.stdout).strip()[-500:]}")
-        self.endpoint = start.stdout.strip().splitlines()[-1]
-        self.started_here = "already running" not in start.stderr
-        for word in shlex.split(self._script("env", self.port).stdout):
-            name, _, value = word.partition("=")
-            if name.startswith("AWS_"):
-                self.env[name] = value
-        return self
-
-    @property
-    def data_dir(self):
-        """Where MinIO keeps its objects (as scripts/minio.sh sets it)."""
-        base = os.environ.get("QUIVER_MINIO_DIR") or os.path.join(
-            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "quiver-minio")
-        return os.path.join(base, self.port, "data")
+        try:
+            self.install()
+            return super().start()
+        except servers.minio.MinIOError as e:
+            raise ServerError(f"{e.what}: {e.output.strip()[-500:]}") from None
 
     def bucket_files(self, bucket):
         """MinIO's files holding the bucket's objects (evicted before a cold run)."""
@@ -99,25 +70,16 @@ class MinIO:
 
     def endpoint_for(self, url, bucket):
         """An S3Endpoint with this server's credentials, reached at `url` (the proxy)."""
-        return S3Endpoint(url, bucket, self.env["AWS_ACCESS_KEY_ID"],
-                          self.env["AWS_SECRET_ACCESS_KEY"], self.env.get("AWS_REGION", "us-east-1"))
+        return S3Endpoint(url, bucket, self.access_key, self.secret_key, self.region)
 
     def client(self):
-        import boto3
-        from botocore.config import Config
-
-        return boto3.client("s3", endpoint_url=self.endpoint,
-                            aws_access_key_id=self.env["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=self.env["AWS_SECRET_ACCESS_KEY"],
-                            region_name=self.env.get("AWS_REGION", "us-east-1"),
-                            config=Config(s3={"addressing_style": "path"},
-                                          max_pool_connections=16,
-                                          retries={"max_attempts": 3}))
+        return super().client(max_pool_connections=16, retries={"max_attempts": 3})
 
     def stop(self):
-        if self.started_here:
-            self._script("stop", self.port, timeout=60)
-            self.started_here = False
+        try:
+            super().stop()
+        except servers.minio.MinIOError as e:
+            raise ServerError(str(e)) from None
 
 
 def upload(client, bucket, files):
@@ -125,10 +87,7 @@ def upload(client, bucket, files):
     (same size and mtime, kept as object metadata). Returns the number uploaded."""
     from boto3.s3.transfer import TransferConfig
 
-    try:
-        client.head_bucket(Bucket=bucket)
-    except client.exceptions.ClientError:
-        client.create_bucket(Bucket=bucket)
+    servers.minio.ensure_bucket(client, bucket)
     config = TransferConfig(multipart_threshold=64 << 20, multipart_chunksize=64 << 20)
 
     def put(item):

@@ -117,6 +117,27 @@ def ratio_lines(results, base, peers, kinds):
     return lines
 
 
+def request_totals(results, columns, first="engine", kinds=("cold", "hot"), kind_label=None):
+    """The counting proxy's totals per column (an engine, or a worker count), over the queries
+    it got right: GetObject requests and MB sent, for each kind; scenarios s3 and lambda show
+    it under their request tables. An ok outcome's stats[kind] holds the proxy's "counts" and
+    "bytes" per S3 API. Returns (table, {(column name, kind): (GETs, MB)})."""
+    kind_label = kind_label or {}
+    rows, totals = [], {}
+    for c in columns:
+        ran = [o[c.name] for o in results.values() if o[c.name].ok]
+        row = [c.label, f"{len(ran)} of {len(results)}"]
+        for kind in kinds:
+            gets = sum(o.stats[kind]["counts"].get("GetObject", 0) for o in ran)
+            mb = sum(sum(o.stats[kind]["bytes"].values()) / 1e6 for o in ran)
+            totals[(c.name, kind)] = (gets, mb)
+            row += [gets, f"{mb:.1f}"] if ran else ["-", "-"]
+        rows.append(row)
+    header = [first, "queries"] + [f"{kind_label.get(kind, kind)} {what}" for kind in kinds
+                                   for what in ("GETs", "MB")]
+    return table(header, rows), totals
+
+
 def notes(results, engines):
     """A bullet per query an engine did not run cleanly, with the reason."""
     return grouped_notes({"": results}, engines)

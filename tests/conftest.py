@@ -2,13 +2,12 @@
 
 `quiver` runs the binary under test (see harness.py). `tpch_data` generates TPC-H once per
 session and `oracle` gives DuckDB's answers on it. For remote reads: `minio` (a real MinIO on
-loopback, via scripts/minio.sh), `s3` (a bucket holding the TPC-H single and many layouts and
-small files, reached through a counting proxy) and `http_server` (a range-capable static
-server over the same data). Servers started here stop at the end of the session.
+loopback, via scripts/minio.sh and servers/minio.py), `s3` (a bucket holding the TPC-H single
+and many layouts and small files, reached through a counting proxy) and `http_server` (a
+range-capable static server over the same data). Servers started here stop at the end of the
+session.
 """
-import hashlib
 import os
-import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -17,10 +16,10 @@ import duckdb
 import pytest
 
 from harness import REPO, Quiver, quiver_bin
+from servers.minio import MinIO, MinIOError, ensure_bucket, upload_tree
 from tpch.tables import prelude, query_sql
 
 SF = os.environ.get("QUIVER_TPCH_SF", "0.1")
-MINIO_SCRIPT = os.path.join(REPO, "scripts", "minio.sh")
 MINIO_PORT = os.environ.get("QUIVER_MINIO_PORT", "9000")
 BUCKET = "quiver-test"
 REMOTE_LAYOUTS = ["single", "many"]
@@ -76,47 +75,18 @@ def oracle(tpch_data):
 # remote reads: MinIO, the S3 proxy, the HTTP server
 
 
-@dataclass
-class MinIO:
-    endpoint: str
-    access_key: str
-    secret_key: str
-    region: str = "us-east-1"
-
-
-def _minio_script(*args, timeout):
-    try:
-        return subprocess.run([MINIO_SCRIPT, *args], capture_output=True, text=True,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"scripts/minio.sh {' '.join(args)} took more than {timeout} s",
-                    pytrace=False)
-        raise e
-
-
 @pytest.fixture(scope="session")
 def minio():
     """MinIO on 127.0.0.1:$QUIVER_MINIO_PORT (default 9000), installed if missing. Fails (never
     skips) when it cannot be installed or started. Stopped at the end only if started here."""
-    install = _minio_script("install", timeout=1800)
-    if install.returncode != 0:
-        pytest.fail("MinIO is needed for the S3 tests and could not be installed "
-                    f"(scripts/minio.sh install):\n{install.stderr}{install.stdout}",
-                    pytrace=False)
-    start = _minio_script("start", MINIO_PORT, timeout=120)
-    if start.returncode != 0:
-        pytest.fail(f"MinIO did not start (scripts/minio.sh start {MINIO_PORT}):\n"
-                    f"{start.stderr}{start.stdout}", pytrace=False)
-    endpoint = start.stdout.strip().splitlines()[-1]
-    variables = {}
-    for word in shlex.split(_minio_script("env", MINIO_PORT, timeout=30).stdout):
-        name, _, value = word.partition("=")
-        variables[name] = value
-    started_here = "already running" not in start.stderr
-    yield MinIO(endpoint, variables["AWS_ACCESS_KEY_ID"], variables["AWS_SECRET_ACCESS_KEY"],
-                variables.get("AWS_REGION", "us-east-1"))
-    if started_here:
-        _minio_script("stop", MINIO_PORT, timeout=60)
+    server = MinIO(MINIO_PORT)
+    try:
+        server.install()
+        server.start()
+    except MinIOError as e:
+        pytest.fail(f"MinIO is needed for the S3 tests: {e}", pytrace=False)
+    yield server
+    server.stop()
 
 
 @dataclass
@@ -154,14 +124,8 @@ class S3:
 
     def client(self, direct=False):
         """A boto3 client, through the proxy or (direct=True) straight to MinIO."""
-        import boto3
-        from botocore.config import Config
-
-        return boto3.client(
-            "s3", endpoint_url=self.minio.endpoint if direct else self.proxy.url,
-            aws_access_key_id=self.minio.access_key,
-            aws_secret_access_key=self.minio.secret_key, region_name=self.minio.region,
-            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 2}))
+        return self.minio.client(None if direct else self.proxy.url,
+                                 retries={"max_attempts": 2})
 
 
 def small_files(folder):
@@ -182,32 +146,6 @@ def small_files(folder):
     return sums
 
 
-def _md5(path):
-    digest = hashlib.md5()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def upload_tree(client, bucket, local_root, prefix):
-    """Puts every file under local_root at prefix/<relative path>, skipping objects that
-    already hold the same bytes (single-part ETag = MD5)."""
-    for folder, _, names in os.walk(local_root):
-        for name in sorted(names):
-            if not name.endswith(".parquet"):
-                continue
-            path = os.path.join(folder, name)
-            key = prefix + os.path.relpath(path, local_root).replace(os.sep, "/")
-            try:
-                etag = client.head_object(Bucket=bucket, Key=key)["ETag"].strip('"')
-            except client.exceptions.ClientError:
-                etag = None
-            if etag != _md5(path):
-                with open(path, "rb") as f:
-                    client.put_object(Bucket=bucket, Key=key, Body=f.read())
-
-
 @pytest.fixture(scope="session")
 def s3(minio, tpch_data, tmp_path_factory):
     """The bucket, through a counting proxy: tpch/single/, tpch/many/ (uploaded through the
@@ -218,10 +156,7 @@ def s3(minio, tpch_data, tmp_path_factory):
     try:
         s3 = S3(minio, proxy)
         client = s3.client()
-        try:
-            client.head_bucket(Bucket=BUCKET)
-        except client.exceptions.ClientError:
-            client.create_bucket(Bucket=BUCKET)
+        ensure_bucket(client, BUCKET)
         for layout in REMOTE_LAYOUTS:
             upload_tree(client, BUCKET, os.path.join(tpch_data, layout), f"tpch/{layout}/")
         local = str(tmp_path_factory.mktemp("s3-small"))

@@ -16,8 +16,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -39,196 +37,20 @@ except ImportError:
     _missing("python-hcl2 is not installed")
 
 # python-hcl2 8 keeps HCL's own text: "\"a\"" for a string, "${x}" for an expression. The
-# renderer below relies on that, so refuse any other shape rather than misread it.
+# renderer (terraform_hcl.py) relies on that, so refuse any other shape rather than misread it.
 if hcl2.loads('x = "a"\ny = var.b\n') != {"x": '"a"', "y": "${var.b}"}:
     _missing("python-hcl2 8.x is required (pip install python-hcl2==8.1.4)")
 
+# Its asserts (a missing resource, a policy that includes itself) report as the tests' own do.
+pytest.register_assert_rewrite("terraform_hcl")
+from terraform_hcl import (TERRAFORM, Module, blocks, document_hcl, evaluate,  # noqa: E402
+                           to_hcl, to_python, unquote)
 
-def _terraform():
-    for candidate in (shutil.which("terraform"), os.path.expanduser("~/go/bin/terraform")):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-TERRAFORM = _terraform()
 needs_terraform = pytest.mark.skipif(TERRAFORM is None and not STRICT,
                                      reason="terraform not found: run scripts/setup-infra.sh")
 
 
-# Reading HCL
-
-def _unquote(text):
-    """'"abc"' -> 'abc' (a string literal); anything else is returned as is."""
-    if isinstance(text, str) and len(text) >= 2 and text[0] == '"' and text[-1] == '"':
-        try:
-            return json.loads(text)
-        except ValueError:  # a heredoc, which python-hcl2 wraps in quotes as it stands
-            return text[1:-1]
-    return text
-
-
-def _plain(value):
-    """python-hcl2's tree without its markers, with string literals unquoted."""
-    if isinstance(value, dict):
-        return {_unquote(k): _plain(v) for k, v in value.items() if not k.startswith("__")}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return _unquote(value)
-
-
-class Module:
-    """The blocks of one directory of .tf files, keyed as Terraform names them."""
-
-    def __init__(self, directory):
-        self.dir = Path(directory)
-        self.resources, self.data, self.variables, self.outputs = {}, {}, {}, {}
-        self.modules, self.raw = {}, {}
-        for path in sorted(self.dir.glob("*.tf")):
-            self.raw[path.name] = path.read_text()
-            tree = hcl2.loads(self.raw[path.name])
-            for kind, target in (("resource", self.resources), ("data", self.data)):
-                for block in tree.get(kind, []):
-                    for rtype, named in block.items():
-                        for name, body in named.items():
-                            if isinstance(body, dict):
-                                target[(_unquote(rtype), _unquote(name))] = body
-            for kind, target in (("variable", self.variables), ("output", self.outputs),
-                                 ("module", self.modules)):
-                for block in tree.get(kind, []):
-                    for name, body in block.items():
-                        target[_unquote(name)] = body
-
-    def resource(self, rtype, name):
-        assert (rtype, name) in self.resources, f"no resource {rtype}.{name} in {self.dir}"
-        return _plain(self.resources[(rtype, name)])
-
-    def of_type(self, rtype):
-        return {n: _plain(b) for (t, n), b in self.resources.items() if t == rtype}
-
-    def variable(self, name):
-        assert name in self.variables, f"no variable {name}"
-        return _plain(self.variables[name])
-
-    def policy_documents(self):
-        return {n: b for (t, n), b in self.data.items() if t == "aws_iam_policy_document"}
-
-
-# Rendering policy documents with `terraform console`
-
-def _hcl(raw):
-    """HCL text of a python-hcl2 value: strings are already HCL (quoted or ${expr})."""
-    if isinstance(raw, list):
-        return "[" + ", ".join(_hcl(v) for v in raw) + "]"
-    if isinstance(raw, bool):
-        return "true" if raw else "false"
-    if isinstance(raw, (int, float)):
-        return json.dumps(raw)
-    if raw.startswith("${") and raw.endswith("}") and not raw.startswith('"'):
-        return "(" + raw[2:-1] + ")"
-    return raw
-
-
-def _bind(text, iterator, key, value):
-    """Replace a dynamic block's iterator (statement.key, statement.value) in HCL text."""
-    text = re.sub(rf"\b{iterator}\.key\b", key, text)
-    return re.sub(rf"\b{iterator}\.value\b", value, text)
-
-
-def _blocks(body, name):
-    """Static blocks `name {}` and dynamic ones `dynamic "name" {}` (with their iterator)."""
-    static = body.get(name, [])
-    dynamic = []
-    for item in body.get("dynamic", []):
-        for label, spec in item.items():
-            if _unquote(label) == name:
-                iterator = _unquote(spec.get("iterator", name))
-                dynamic.append((_hcl(spec["for_each"]), iterator, spec["content"][0]))
-    return static, dynamic
-
-
-_STATEMENT_FIELDS = ("effect", "actions", "not_actions", "resources", "not_resources")
-
-
-def _statement_hcl(stmt, bind=lambda t: t):
-    """One statement as an HCL object expression of a fixed shape (so tuples unify)."""
-    fields = [f"{f} = {bind(_hcl(stmt[f])) if f in stmt else 'null'}" for f in _STATEMENT_FIELDS]
-    principals = [f'{{type = {bind(_hcl(p["type"]))}, identifiers = {bind(_hcl(p["identifiers"]))}}}'
-                  for p in stmt.get("principals", [])]
-    fields.append(f"principals = [{', '.join(principals)}]")
-    static, dynamic = _blocks(stmt, "condition")
-    parts = ["[" + ", ".join(
-        f'{{test = {bind(_hcl(c["test"]))}, variable = {bind(_hcl(c["variable"]))}, '
-        f'values = {bind(_hcl(c["values"]))}}}' for c in static) + "]"]
-    for for_each, it, c in dynamic:
-        inner = lambda t, it=it: _bind(t, it, "ck", "cv")
-        parts.append(f"[for ck, cv in {bind(for_each)} : "
-                     f'{{test = {bind(inner(_hcl(c["test"])))}, '
-                     f'variable = {bind(inner(_hcl(c["variable"])))}, '
-                     f'values = {bind(inner(_hcl(c["values"])))}}}]')
-    fields.append(f"conditions = concat({', '.join(parts)})")
-    return "{" + ", ".join(fields) + "}"
-
-
-def document_hcl(module, name, seen=()):
-    """An HCL expression for the statements of data.aws_iam_policy_document.NAME,
-    including those of its source_policy_documents."""
-    assert name not in seen, f"policy documents include each other: {seen}"
-    body = module.policy_documents()[name]
-    assert "override_policy_documents" not in body and "override_json" not in body, \
-        f"{name}: override documents hide what a policy grants; use statements"
-    parts = []
-    for source in body.get("source_policy_documents", []):
-        match = re.fullmatch(r"\$\{data\.aws_iam_policy_document\.(\w+)(\[0\])?\.json\}", source)
-        assert match, f"{name}: source_policy_documents must name documents of this module: {source}"
-        parts.append(document_hcl(module, match.group(1), seen + (name,)))
-    static, dynamic = _blocks(body, "statement")
-    parts.append("[" + ", ".join(_statement_hcl(s) for s in static) + "]")
-    for for_each, it, content in dynamic:
-        parts.append(f"[for sk, sv in {for_each} : "
-                     f"{_statement_hcl(content, lambda t, it=it: _bind(t, it, 'sk', 'sv'))}]")
-    return f"concat({', '.join(parts)})"
-
-
-# Resource attributes are unknown until apply: each becomes the string "<type.name.attr>".
-_PARTITION = re.compile(r"\bdata\.aws_partition\.current\.partition\b")
-_DATA_REF = re.compile(r"(?<![\w.])data\.(aws_\w+)\.(\w+)(\[[^\]]*\])?\.(\w+)")
-_RESOURCE_REF = re.compile(r"(?<![\w.\"<])(aws_\w+)\.(\w+)(\[[^\]]*\])?\.(\w+)")
-
-
-def _placeholders(text):
-    text = _PARTITION.sub('"aws"', text)
-    text = _DATA_REF.sub(lambda m: '"<data.' + m.group(0)[5:] + '>"', text)
-    return _RESOURCE_REF.sub(lambda m: '"<' + m.group(0) + '>"', text)
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def evaluate(module, expression, variables):
-    """Evaluate an HCL expression in a scratch copy of the module's variables and locals
-    (resource references replaced by placeholders) with `terraform console`."""
-    assert TERRAFORM, "terraform not found"
-    locals_blocks = []
-    for text in module.raw.values():
-        locals_blocks += re.findall(r"^locals \{\n.*?^\}\n", text, flags=re.M | re.S)
-    with tempfile.TemporaryDirectory() as scratch:
-        scratch = Path(scratch)
-        shutil.copy(module.dir / "variables.tf", scratch / "variables.tf")
-        (scratch / "locals.tf").write_text(_placeholders("\n".join(locals_blocks)))
-        (scratch / "terraform.tfvars.json").write_text(json.dumps(variables))
-        (scratch / "empty.tfrc").write_text("")
-        env = dict(os.environ, CHECKPOINT_DISABLE="1", TF_IN_AUTOMATION="1",
-                   TF_CLI_CONFIG_FILE=str(scratch / "empty.tfrc"))
-        run = subprocess.run([TERRAFORM, "console"], cwd=scratch, env=env, text=True,
-                             input=f"jsonencode({_placeholders(expression)})\n",
-                             capture_output=True, timeout=120)
-    output = _ANSI.sub("", run.stdout + run.stderr)
-    if run.returncode != 0 or "Error:" in output:
-        raise ValueError(output)
-    line = [l for l in run.stdout.splitlines() if l.strip()][-1]
-    return json.loads(json.loads(line))
-
+# Rendering each role's policies (terraform_hcl.py renders and evaluates)
 
 def _normalize(statements):
     """Rendered statements as a set of (actions, resources, conditions) for comparison;
@@ -256,13 +78,13 @@ def role_policies(module, variables):
     for name, body in module.resources.items():
         if name[0] != "aws_iam_role_policy":
             continue
-        plain = _plain(body)
+        plain = to_python(body)
         role = re.fullmatch(r"\$\{aws_iam_role\.(\w+)\.(id|name)\}", plain["role"])
         doc = re.fullmatch(r"\$\{data\.aws_iam_policy_document\.(\w+)(\[0\])?\.json\}",
                            plain["policy"])
         assert role and doc, f"{name[1]}: role and policy must reference this module's role " \
                              f"and policy document, got {plain['role']}, {plain['policy']}"
-        count = _hcl(body["count"]) if "count" in body else "1"
+        count = to_hcl(body["count"]) if "count" in body else "1"
         attached.append((role.group(1), doc.group(1), count))
     expression = "[" + ", ".join(
         f"{{role = \"{role}\", count = {count}, statements = {document_hcl(module, doc)}}}"
@@ -373,7 +195,7 @@ def wildcard_grants(documents):
     """Every action with a * and every resource that is "*", in static and dynamic statements."""
     found = []
     for where, body in documents:
-        static, dynamic = _blocks(body, "statement")
+        static, dynamic = blocks(body, "statement")
         for stmt in static + [content for _, _, content in dynamic]:
             for field in ("actions", "not_actions"):
                 value = stmt.get(field, [])
@@ -384,7 +206,7 @@ def wildcard_grants(documents):
             for field in ("resources", "not_resources"):
                 value = stmt.get(field, [])
                 value = value if isinstance(value, list) else [value]
-                found += [f"{where}: resource {r}" for r in value if _unquote(r).strip() == "*"]
+                found += [f"{where}: resource {r}" for r in value if unquote(r).strip() == "*"]
     return found
 
 
@@ -496,7 +318,7 @@ def test_functions(module):
 def test_environment(module):
     """What the functions read (lambda/src/options.rs), rendered for sample variables."""
     expression = "[" + ", ".join(
-        _hcl(module.resources[("aws_lambda_function", name)]["environment"][0]["variables"])
+        to_hcl(module.resources[("aws_lambda_function", name)]["environment"][0]["variables"])
         for name in ("worker", "coordinator")) + "]"
     worker, coordinator = evaluate(module, expression, EXISTING_RESULTS)
     assert worker == {"QUIVER_RESULT_PREFIX": "s3://res-bucket/quiver/spill/", "RUST_LOG": "info"}
@@ -554,7 +376,7 @@ def test_scheduled_jobs(module):
     target = module.resource("aws_cloudwatch_event_target", "job")
     assert target["arn"] == "${aws_lambda_function.coordinator.arn}"
     # The coordinator's direct-invoke payload, plus the job's name.
-    payload = _hcl(module.resources[("aws_cloudwatch_event_target", "job")]["input"])
+    payload = to_hcl(module.resources[("aws_cloudwatch_event_target", "job")]["input"])
     payload = re.sub(r"\beach\.key\b", "var.scheduled_jobs[0].name",
                      re.sub(r"\beach\.value\b", "var.scheduled_jobs[0]", payload))
     assert json.loads(evaluate(module, payload, CREATED_RESULTS)) == {
@@ -570,7 +392,7 @@ def test_scheduled_jobs(module):
     assert permission["principal"] == "events.amazonaws.com"
     assert permission["source_arn"] == "${aws_cloudwatch_event_rule.job[each.key].arn}"
     # Only this module's rules may send to the queue.
-    policy = _plain(module.policy_documents()["jobs_dead_letters"])["statement"][0]
+    policy = to_python(module.policy_documents()["jobs_dead_letters"])["statement"][0]
     assert policy["actions"] == ["sqs:SendMessage"]
     assert policy["principals"][0]["identifiers"] == ["events.amazonaws.com"]
     assert policy["condition"][0]["variable"] == "aws:SourceArn"
@@ -578,7 +400,7 @@ def test_scheduled_jobs(module):
 
 def test_example_uses_the_build_output():
     example = Module(INFRA / "examples" / "basic")
-    quiver = _plain(example.modules["quiver"])
+    quiver = to_python(example.modules["quiver"])
     assert quiver["source"] == "../.."
     for name in ("worker", "coordinator"):
         assert quiver[f"{name}_zip"].endswith(f"/dist/lambda/{name}/bootstrap.zip")

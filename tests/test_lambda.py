@@ -9,19 +9,16 @@ right; an output over 6 MB travels through the S3 result prefix, which is left e
 `quiver query --executor lambda` fans out from this machine; a failing bucket fails the query
 with an error naming it.
 """
-import base64
 import json
 import os
-import signal
-import socket
 import subprocess
 import time
 import urllib.error
-import urllib.request
 
 import pytest
 
-from harness import REPO, TIMEOUT, parse_csv
+from harness import TIMEOUT, parse_csv
+from servers.lambda_emulator import LambdaEmulator
 from tpch.compare import difference
 from tpch.tables import QUERIES, prelude, query_sql
 
@@ -31,86 +28,55 @@ RESULT_PREFIX = "results/"
 SETTINGS = {"lambda.workers": str(WORKERS), "quiver.min_bucket_bytes": "0"}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class Emulator(LambdaEmulator):
+    """`cargo lambda watch` (debug builds) serving the worker and coordinator, with JSON
+    requests to them and the file that injects worker faults."""
 
-
-class Emulator:
-    """`cargo lambda watch` on 127.0.0.1:port serving the worker and coordinator."""
-
-    def __init__(self, port, process, fault_file, log_path):
-        self.port = port
-        self.process = process
+    def __init__(self, env, fault_file, log_path):
+        super().__init__(env, log_path)
         self.fault_file = fault_file
-        self.log_path = log_path
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.port}"
 
     def invoke(self, function, payload, timeout=TIMEOUT):
         """Direct invoke through the Invoke API path; (status, function error, body)."""
-        request = urllib.request.Request(
-            f"{self.url}/2015-03-31/functions/{function}/invocations",
-            data=json.dumps(payload).encode(), method="POST",
-            headers={"content-type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return (response.status, response.headers.get("X-Amz-Function-Error"),
-                        json.loads(response.read() or b"null"))
-        except urllib.error.HTTPError as e:
-            return e.code, e.headers.get("X-Amz-Function-Error"), json.loads(e.read() or b"null")
+        status, headers, body = self.request(
+            "POST", f"/2015-03-31/functions/{function}/invocations",
+            json.dumps(payload).encode(), timeout=timeout)
+        return status, headers.get("X-Amz-Function-Error"), json.loads(body or b"null")
 
     def url_request(self, method, path, body=None, timeout=TIMEOUT):
         """A function URL request to the coordinator; (status, content type, body bytes)."""
-        request = urllib.request.Request(
-            f"{self.url}/lambda-url/coordinator{path}", method=method,
-            data=None if body is None else json.dumps(body).encode(),
-            headers={"content-type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, response.headers.get("content-type"), response.read()
-        except urllib.error.HTTPError as e:
-            return e.code, e.headers.get("content-type"), e.read()
+        status, headers, raw = self.request(
+            method, f"/lambda-url/coordinator{path}",
+            None if body is None else json.dumps(body).encode(), timeout=timeout)
+        return status, headers.get("content-type"), raw
 
     def log(self):
-        with open(self.log_path, errors="replace") as f:
-            return f.read()
+        return self.log_text()
 
 
 @pytest.fixture(scope="session")
 def emulator(s3, tmp_path_factory):
     """The emulator with both functions built in debug (into the shared CARGO_TARGET_DIR),
     up to 8 instances of each, the functions reaching S3 through the proxy."""
-    port = free_port()
     folder = tmp_path_factory.mktemp("lambda")
     fault_file = str(folder / "fault")
-    log_path = str(folder / "emulator.log")
     env = s3.env(
         # S3 for Quiver only: the SDK's Lambda client must not go to the S3 proxy.
         AWS_ENDPOINT_URL_S3=s3.endpoint,
         QUIVER_WORKER_FUNCTION="worker",
-        QUIVER_LAMBDA_ENDPOINT=f"http://127.0.0.1:{port}",
         QUIVER_RESULT_PREFIX=s3.url(RESULT_PREFIX),
         QUIVER_FAULT_FILE=fault_file,
         QUIVER_INVOKE_TIMEOUT_SECS="240",
         RUST_LOG="warn",
     )
     del env["AWS_ENDPOINT_URL"]
-    log = open(log_path, "w")
-    process = subprocess.Popen(
-        ["cargo", "lambda", "watch", "--ignore-changes", "--invoke-address", "127.0.0.1",
-         "--invoke-port", str(port), "--concurrency", "8"],
-        cwd=os.path.join(REPO, "lambda"), env=env, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True)
-    emulator = Emulator(port, process, fault_file, log_path)
+    emulator = Emulator(env, fault_file, str(folder / "emulator.log"))
     try:
+        emulator.start()
         # The first request builds the functions (minutes on a cold cache).
         deadline = time.time() + 1800
         while True:
-            if process.poll() is not None:
+            if emulator.proc.poll() is not None:
                 pytest.fail(f"cargo lambda watch exited:\n{emulator.log()[-3000:]}",
                             pytrace=False)
             try:
@@ -125,12 +91,7 @@ def emulator(s3, tmp_path_factory):
             time.sleep(1)
         yield emulator
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-        log.close()
+        emulator.stop()
 
 
 def _prelude(s3):

@@ -38,6 +38,7 @@ import { chromium } from 'playwright-core';
 
 import { startServer } from '../../scripts/serve-web.mjs';
 import { difference } from '../../tests/browser/compare.mjs';
+import { withTimeout } from '../../tests/browser/timeout.mjs';
 import { markdown } from './report.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -277,16 +278,6 @@ async function chooseDuckdb(browser, args, dataUrl, dist) {
 }
 
 // runs
-
-function withTimeout(promise, ms, what) {
-  let timer;
-  return Promise.race([
-    promise.finally(() => clearTimeout(timer)),
-    new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what}: no answer in ${ms / 1000} s`)), ms);
-    }),
-  ]);
-}
 
 const HOOK = { quiver: 'quiver', 'duckdb-wasm': 'duckdb' };
 

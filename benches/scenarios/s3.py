@@ -227,22 +227,6 @@ def _requests_table(results, engines):
     return report.table(header, rows)
 
 
-def _totals(results, engines):
-    """Per engine over the queries it ran: GETs and MB, cold and hot."""
-    rows, totals = [], {}
-    for e in engines:
-        ran = [o[e.name] for o in results.values() if o[e.name].ok]
-        row = [e.label, f"{len(ran)} of {len(results)}"]
-        for kind in KINDS:
-            gets = sum(_count(o, kind) for o in ran)
-            mb = sum(_megabytes(o, kind) for o in ran)
-            totals[(e.name, kind)] = (gets, mb)
-            row += [gets, f"{mb:.1f}"] if ran else ["-", "-"]
-        rows.append(row)
-    header = ["engine", "queries"] + [f"{kind} {what}" for kind in KINDS for what in ("GETs", "MB")]
-    return report.table(header, rows), totals
-
-
 def _coalescing_table(results):
     """Quiver with coalescing on against off: GETs and seconds, cold and hot."""
     rows = []
@@ -291,7 +275,7 @@ def _section(bench, engines, results, sf, n_small, latency, bandwidth, root, sma
         f"- {q}: " + (f"TPC-H Q{TPCH[q]} (`tests/tpch/queries/q{TPCH[q]:02d}.sql`)"
                       if q in TPCH else f"`{_listing_sql(q)}`") + "\n" for q in results)
     how = "".join(f"- {e.label}: {HOW.get(e.name, '?')}\n" for e in engines)
-    totals_table, totals = _totals(results, engines)
+    totals_table, totals = report.request_totals(results, engines, "engine", KINDS)
     coalescing = _coalescing_table(results)
     mismatches = _cross_check(results)
     body = (

@@ -23,6 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
 import { difference } from './compare.mjs';
+import { withTimeout } from './timeout.mjs';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const DIST = path.resolve(REPO, process.env.QUIVER_WEB_DIST ?? 'web/dist');
@@ -276,16 +277,6 @@ class AppPage {
   async close() {
     await this.context.close().catch(() => {});
   }
-}
-
-function withTimeout(promise, ms, what) {
-  let timer;
-  return Promise.race([
-    promise.finally(() => clearTimeout(timer)),
-    new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what}: no answer in ${ms / 1000} s`)), ms);
-    }),
-  ]);
 }
 
 /** Runs `body`; on failure adds the pages' consoles to the test log and a screenshot. */

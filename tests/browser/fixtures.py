@@ -37,10 +37,8 @@ import decimal
 import json
 import math
 import os
-import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -53,11 +51,12 @@ sys.path.insert(0, TESTS)
 
 import duckdb  # noqa: E402
 
+from servers.common import free_port, port_free  # noqa: E402
+from servers.minio import MinIO, MinIOError, ensure_bucket, upload_tree  # noqa: E402
 from servers.range_http import RangeHTTPServer  # noqa: E402
 from tpch.tables import QUERIES, TABLES, prelude, query_sql  # noqa: E402
 
 SF = os.environ.get("QUIVER_TPCH_SF", "0.1")
-MINIO_SCRIPT = os.path.join(REPO, "scripts", "minio.sh")
 MINIO_PORT = int(os.environ.get("QUIVER_BROWSER_MINIO_PORT", "9500"))
 BUCKET = "quiver-browser"
 LAYOUTS = ["single", "many"]
@@ -85,91 +84,50 @@ def tpch_root():
 # MinIO
 
 
-def minio_script(*args, timeout):
-    return subprocess.run([MINIO_SCRIPT, *args], capture_output=True, text=True, timeout=timeout)
-
-
-def port_free(port):
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def free_port_pair():
     """A port P with P+1 also free (MinIO's console takes P+1)."""
     for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         if port < 65535 and port_free(port) and port_free(port + 1):
             return port
     raise RuntimeError("no two free consecutive ports on 127.0.0.1")
 
 
-class MinIO:
-    """scripts/minio.sh start on the preferred port (reusing a server that minio.sh started
-    there before), else on a free one; stop() stops it only if started here."""
+class BrowserMinIO(MinIO):
+    """MinIO on the preferred port (reusing a server that minio.sh started there before),
+    else on a free one; stop() stops it only if started here, and removes a one-off port's
+    data (of no use to the next run)."""
 
     def __init__(self):
-        install = minio_script("install", timeout=1800)
-        if install.returncode != 0:
-            raise RuntimeError(f"MinIO could not be installed (scripts/minio.sh install):\n"
-                               f"{install.stderr}{install.stdout}")
-        start = minio_script("start", str(MINIO_PORT), timeout=120)
-        self.port = MINIO_PORT
+        super().__init__(MINIO_PORT)
         self.fresh_dir = False
-        if start.returncode != 0:
-            self.port = free_port_pair()
-            self.fresh_dir = not os.path.exists(self.data_dir())
-            say(f"port {MINIO_PORT} unavailable ({start.stderr.strip().splitlines()[-1:]}); "
-                f"using {self.port}")
-            start = minio_script("start", str(self.port), timeout=120)
-            if start.returncode != 0:
-                raise RuntimeError(f"MinIO did not start (scripts/minio.sh start {self.port}):\n"
-                                   f"{start.stderr}{start.stdout}")
-        self.endpoint = start.stdout.strip().splitlines()[-1]
-        self.started_here = "already running" not in start.stderr
-        variables = {}
-        for word in shlex.split(minio_script("env", str(self.port), timeout=30).stdout):
-            name, _, value = word.partition("=")
-            variables[name] = value
-        self.access_key = variables["AWS_ACCESS_KEY_ID"]
-        self.secret_key = variables["AWS_SECRET_ACCESS_KEY"]
-        self.region = variables.get("AWS_REGION", "us-east-1")
+        try:
+            self.install()
+            try:
+                self.start()
+            except MinIOError as e:
+                self.port = free_port_pair()
+                self.fresh_dir = not os.path.exists(self.folder)
+                say(f"port {MINIO_PORT} unavailable ({e.output.strip().splitlines()[-1:]}); "
+                    f"using {self.port}")
+                self.start()
+        except MinIOError as e:
+            raise RuntimeError(str(e)) from None
         say(f"MinIO on {self.endpoint}" + ("" if self.started_here else " (already running)"))
 
-    def data_dir(self):
-        base = os.environ.get("QUIVER_MINIO_DIR") or os.path.join(
-            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "quiver-minio")
-        return os.path.join(base, str(self.port))
-
     def client(self):
-        import boto3
-        from botocore.config import Config
-
-        return boto3.client(
-            "s3", endpoint_url=self.endpoint, aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret_key, region_name=self.region,
-            config=Config(signature_version="s3v4", s3={"addressing_style": "path"},
-                          retries={"max_attempts": 2}))
+        return super().client(signature_version="s3v4", retries={"max_attempts": 2})
 
     def stop(self):
-        if self.started_here:
-            minio_script("stop", str(self.port), timeout=60)
-            if self.fresh_dir:  # a one-off port: its data is of no use to the next run
-                shutil.rmtree(self.data_dir(), ignore_errors=True)
+        started_here = self.started_here
+        super().stop()
+        if started_here and self.fresh_dir:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def upload(minio, root):
-    from conftest import upload_tree  # the pytest fixtures' uploader (pytest is installed by setup)
     client = minio.client()
-    try:
-        client.head_bucket(Bucket=BUCKET)
-    except client.exceptions.ClientError:
-        client.create_bucket(Bucket=BUCKET)
+    ensure_bucket(client, BUCKET)
     for layout in LAYOUTS:
         upload_tree(client, BUCKET, os.path.join(root, layout), f"tpch/{layout}/")
     return client
@@ -283,7 +241,7 @@ def main():
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        minio = MinIO()
+        minio = BrowserMinIO()
         cleanups.append(minio.stop)
         say("uploading the single and many layouts")
         client = upload(minio, root)

@@ -1,5 +1,5 @@
 """What the test servers share: request counting, fault injection, hooks and the control
-endpoints, plus a threaded HTTP/1.1 server that binds to loopback only.
+endpoints, a threaded HTTP/1.1 server that binds to loopback only, and free loopback ports.
 
 Control endpoints (GET or POST; the prefix cannot collide with an S3 bucket name, which may not
 contain '_', nor with a file name a test serves):
@@ -139,6 +139,24 @@ class Control:
                     return 400, {"error": str(e)}
             return 200, {"delay": self.delay}
         return 404, {"error": f"unknown control {name!r}: stats, reset, fail, config"}
+
+
+def port_free(port):
+    """True if 127.0.0.1:port can be bound now (nothing listens there)."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port():
+    """A port on 127.0.0.1 that the OS says is free now, for a server that another process
+    will bind (an in-process server binds port 0 itself)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class LoopbackServer(ThreadingHTTPServer):
