@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 EMPTY = json.dumps({"output": {"inline": ""}, "metrics": {
     "rows": 0, "buckets": 1, "requests": 0, "bytes_read": 0, "cache_hit_bytes": 0,
-    "footer_requests": 0, "phases_ms": {}}}).encode()
+    "footer_requests": 0, "phases": []}}).encode()
 
 
 class Stub(BaseHTTPRequestHandler):

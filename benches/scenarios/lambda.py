@@ -50,20 +50,18 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import sysconfig
 import threading
 import time
 import urllib.error
-import urllib.request
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.ipc
 import pyarrow.parquet as pq
+from servers.lambda_emulator import LambdaEmulator
 from tpch.tables import query_sql
 
 from benches import charts, data, measure, objectstore, report
@@ -84,8 +82,6 @@ BUILD_TIMEOUT = 3600  # seconds for the first requests, which build the function
 KINDS = ("cold", "hot")  # "cold" is shown as "first": the first run at each worker count
 KIND_LABEL = {"cold": "first", "hot": "hot"}
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LAMBDA_DIR = os.path.join(REPO, "lambda")
 COUNT_SQL = "SELECT count(*) AS n, sum(l_extendedprice) AS s FROM lineitem"
 WARMUP_SQL = "SELECT count(*) AS n, sum(l_quantity) AS q FROM lineitem"
 QUERY_TEXT = {"q01": "TPC-H Q1 (`tests/tpch/queries/q01.sql`)",
@@ -95,9 +91,6 @@ WORKER_LINE = re.compile(r"quiver worker (\d+) of (\S+): (\d+) buckets, (\d+) ro
                          r"requests, (\d+) bytes in (\d+) ms")
 RETRY_LINE = re.compile(r"quiver: worker \d+ of query \S+ failed")
 BUILD_FAILED = re.compile(r"^error: (could not compile|failed to)", re.MULTILINE)
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
-# The emulator is on loopback: never through an HTTP proxy from the environment.
-LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 @dataclass(frozen=True)
@@ -308,12 +301,6 @@ def _warm_up(emulator, setup_sql, counter):
 
 # --- the emulator ---------------------------------------------------------------------------
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _function_env(minio, proxy, timeout):
     """The emulator's environment, which its functions inherit: S3 (for Quiver only: not
     AWS_ENDPOINT_URL, which would send the SDK's Lambda client to the proxy too) through the
@@ -334,22 +321,17 @@ def _function_env(minio, proxy, timeout):
     return env
 
 
-class Emulator:
-    """`cargo lambda watch --release` on 127.0.0.1:port, serving `worker` and `coordinator`.
+class Emulator(LambdaEmulator):
+    """`cargo lambda watch --release` (tests/servers/lambda_emulator.py), serving `worker` and
+    `coordinator`; installs cargo-lambda when missing, waits for the build, times queries.
 
     No `--timeout`: cargo-lambda applies it to every request to its server, the functions'
     long poll for their next event included, and an instance idle for longer gets a 408 that
     lambda_runtime does not survive. Runs are limited here instead (the harness's --timeout)."""
 
     def __init__(self, env, timeout, log_path):
-        self.port = _free_port()
-        self.env = dict(env, QUIVER_LAMBDA_ENDPOINT=f"http://127.0.0.1:{self.port}")
-        self.timeout, self.log_path = timeout, log_path
-        self.proc = self.log = None
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.port}"
+        super().__init__(env, log_path, concurrency=CONCURRENCY, release=True)
+        self.timeout = timeout
 
     def start(self):
         path = self.env["PATH"]
@@ -363,41 +345,24 @@ class Emulator:
             if shutil.which("cargo-lambda", path=path) is None:
                 raise objectstore.ServerError("cargo-lambda is missing and `pip install "
                                               "cargo-lambda` did not provide it")
-        args = [cargo, "lambda", "watch", "--release", "--ignore-changes",
-                "--invoke-address", "127.0.0.1", "--invoke-port", str(self.port),
-                "--concurrency", str(CONCURRENCY)]
-        os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
-        self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(args, cwd=LAMBDA_DIR, env=self.env, stdout=self.log,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
-        print(f"  {NAME}: {' '.join(args[1:])} (pid {self.proc.pid}, log {self.log_path})",
+        super().start(cargo)
+        print(f"  {NAME}: {' '.join(self.args[1:])} (pid {self.proc.pid}, log {self.log_path})",
               flush=True)
         return self
-
-    def _request(self, method, path, body=None, timeout=None):
-        """(status, headers, body bytes); an HTTP error status is an answer too."""
-        request = urllib.request.Request(self.url + path, data=body, method=method,
-                                         headers={"content-type": "application/json"})
-        try:
-            with LOOPBACK.open(request, timeout=timeout) as response:
-                return response.status, response.headers, response.read()
-        except urllib.error.HTTPError as e:
-            return e.code, e.headers, e.read()
 
     def wait_ready(self):
         """Waits until both functions answer (the first request to each builds it); returns
         the seconds it took. Fails early when the build fails or the emulator exits."""
         started = time.time()
         self._wait("the coordinator", started,
-                   lambda: self._request("GET", "/lambda-url/coordinator/health",
-                                         timeout=BUILD_TIMEOUT),
+                   lambda: self.request("GET", "/lambda-url/coordinator/health",
+                                        timeout=BUILD_TIMEOUT),
                    lambda status, headers, body: status == 200)
         # Any answer from the function itself: `{}` is not a worker request, so it answers
         # with its error; what matters is that it was built and ran.
         self._wait("the worker", started,
-                   lambda: self._request("POST", "/2015-03-31/functions/worker/invocations",
-                                         b"{}", timeout=BUILD_TIMEOUT),
+                   lambda: self.request("POST", "/2015-03-31/functions/worker/invocations",
+                                        b"{}", timeout=BUILD_TIMEOUT),
                    lambda status, headers, body: status == 200
                    or headers.get("X-Amz-Function-Error") is not None
                    or b"errorMessage" in body or b"errorType" in body)
@@ -419,7 +384,7 @@ class Emulator:
         last_print = time.time()
         while True:
             thread.join(2)
-            log = self._log_text()
+            log = self.log_text()
             if self.proc.poll() is not None:
                 raise objectstore.ServerError(f"cargo lambda watch exited with code "
                                               f"{self.proc.returncode}: {_tail(log)}")
@@ -458,7 +423,7 @@ class Emulator:
             counter.reset()
             offset = os.path.getsize(self.log_path)
             start = time.perf_counter()
-            status, headers, raw = self._request(
+            status, headers, raw = self.request(
                 "POST", "/2015-03-31/functions/coordinator/invocations", payload,
                 timeout=self.timeout)
             body = _json(raw)
@@ -486,18 +451,10 @@ class Emulator:
         metrics["log"] = self._worker_lines(offset)
         return Result(rows_of(table), seconds, stats=metrics, server=server)
 
-    def _log_text(self, offset=0):
-        try:
-            with open(self.log_path, errors="replace") as f:
-                f.seek(offset)
-                return ANSI.sub("", f.read())
-        except OSError:
-            return ""
-
     def _worker_lines(self, offset):
         """The workers' own lines for the run ("quiver worker N of QUERY: ... in T ms"):
         {"workers", "slowest_ms", "fastest_ms", "retries"} of the query with most lines."""
-        text = self._log_text(offset)
+        text = self.log_text(offset)
         by_query = {}
         for match in WORKER_LINE.finditer(text):
             by_query.setdefault(match.group(2), []).append(int(match.group(7)))
@@ -507,34 +464,6 @@ class Emulator:
         times = max(by_query.values(), key=len)
         return {"workers": len(times), "slowest_ms": max(times), "fastest_ms": min(times),
                 "retries": retries}
-
-    def stop(self):
-        """SIGTERM to the emulator's process group, SIGKILL after 30 s; then any of its
-        descendants (function instances) still alive, by pid."""
-        if self.proc is None:
-            return
-        family = _descendants(self.proc.pid)
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.proc.wait(30)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        self.proc.wait()
-        for pid, started in family:
-            if _start_time(pid) == started:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        self.proc = None
-        if self.log is not None:
-            self.log.close()
-            self.log = None
 
 
 def _json(raw):
@@ -547,37 +476,6 @@ def _json(raw):
 def _tail(text, chars=1500):
     kept = [line for line in text.strip().splitlines() if line.strip()]
     return "\n".join(kept)[-chars:] or "no output"
-
-
-def _stat(pid):
-    """(ppid, start time) of a process from /proc, or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[1]), fields[19]
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _start_time(pid):
-    stat = _stat(pid)
-    return stat[1] if stat else None
-
-
-def _descendants(root):
-    """[(pid, start time)] of every process under `root`."""
-    children = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            stat = _stat(int(name))
-            if stat:
-                children.setdefault(stat[0], []).append((int(name), stat[1]))
-    found, queue = [], [root]
-    while queue:
-        for child in children.get(queue.pop(), []):
-            found.append(child)
-            queue.append(child[0])
-    return found
 
 
 # --- the report ------------------------------------------------------------------------------
@@ -680,7 +578,8 @@ def _workers_table(results):
                 rows.append([q, n] + [report.STATUS_CELL.get(o.status, "-")] + ["-"] * 7)
                 continue
             used = _used(LAMBDA[n], o)
-            run_ms = _metric(o, "hot", "workers", "phases_ms", "run")
+            run_ms = next((p["ms"] for p in _metric(o, "hot", "workers", "phases") or []
+                           if p.get("name") == "run"), None)
             bytes_read = _metric(o, "hot", "workers", "bytes_read")
             elapsed = _metric(o, "hot", "elapsed_ms")
             slowest = _metric(o, "hot", "log", "slowest_ms")
@@ -697,23 +596,6 @@ def _workers_table(results):
                 "-" if elapsed is None else f"{elapsed:.0f}",
                 f"{o.hot * 1e3:.0f}"])
     return report.table(header, rows)
-
-
-def _totals(results, columns):
-    """Per column over the queries it got right: GETs and MB, first and hot."""
-    rows, totals = [], {}
-    for c in columns:
-        ran = [o[c.name] for o in results.values() if o[c.name].ok]
-        row = [c.label, f"{len(ran)} of {len(results)}"]
-        for kind in KINDS:
-            gets = sum(_gets(o, kind) for o in ran)
-            mb = sum(_megabytes(o, kind) for o in ran)
-            totals[(c.name, kind)] = (gets, mb)
-            row += [gets, f"{mb:.1f}"] if ran else ["-", "-"]
-        rows.append(row)
-    header = ["run by", "queries"] + [f"{KIND_LABEL[kind]} {what}" for kind in KINDS
-                                      for what in ("GETs", "MB")]
-    return report.table(header, rows), totals
 
 
 def _constancy(results, files=1):
@@ -779,7 +661,7 @@ def _section(bench, results, columns, info):
                     for o in results.values() for n in WORKERS for kind in KINDS
                     if _metric(o[LAMBDA[n].name], kind, "workers", "buckets")), None)
     lambda_columns = [LAMBDA[n] for n in WORKERS]
-    totals_table, _ = _totals(results, columns)
+    totals_table, _ = report.request_totals(results, columns, "run by", KINDS, KIND_LABEL)
     setup = "".join(f"- {q}: {QUERY_TEXT[q]}\n" for q in results)
     warm_text = ""
     if warm:
