@@ -132,7 +132,8 @@ impl QuiverSession {
     /// Starts a statement: fresh metrics (returned) and the block cache bounded as the
     /// session's settings say now.
     pub fn begin_query(&self) -> Arc<QueryMetrics> {
-        let options = QuiverOptions::of(self.context.state().config_options());
+        // Read in place: `state()` would clone the whole session state every statement.
+        let options = QuiverOptions::of(self.context.state_ref().read().config_options());
         self.runtime.begin_query(&options)
     }
 
