@@ -29,10 +29,11 @@ class Quiver:
     def __init__(self, path):
         self.path = path
 
-    def run(self, *args, input=None, cwd=None, timeout=TIMEOUT):
-        """Run `quiver ARGS`; returns the CompletedProcess (text mode). Fails on a panic."""
+    def run(self, *args, input=None, cwd=None, timeout=TIMEOUT, env=None):
+        """Run `quiver ARGS` (in `env`, default this process's); returns the CompletedProcess
+        (text mode). Fails on a panic."""
         proc = subprocess.run([self.path, *args], input=input, cwd=cwd, capture_output=True,
-                              text=True, timeout=timeout)
+                              text=True, timeout=timeout, env=env)
         assert "panicked" not in proc.stderr, f"quiver panicked:\n{proc.stderr}"
         return proc
 

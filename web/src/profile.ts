@@ -34,7 +34,8 @@ function summary(p: Profile): HTMLElement {
     `${formatBytes(p.bytes_read)} read of ${formatBytes(p.bytes_planned)} planned` +
       (p.cache_hit_bytes ? ` (${formatBytes(p.cache_hit_bytes)} from cache)` : ""),
     `row groups: ${p.row_groups} read, ${p.row_groups_pruned} pruned`,
-    `files: ${p.files} read, ${p.files_pruned} pruned`,
+    `files: ${p.files} read, ${p.files_pruned} pruned` +
+      (p.files_index_pruned ? `, ${p.files_index_pruned} by the index` : ""),
     plural(p.buckets_total, "bucket"),
     `${formatMs(p.elapsed_ms)} in all` + (phases ? `: ${phases}` : ""),
   ];

@@ -35,6 +35,7 @@ export interface Metrics {
   rows_out: number;
   files: number;
   files_pruned: number;
+  files_index_pruned: number;
   row_groups: number;
   row_groups_pruned: number;
   buckets_total: number;

@@ -27,7 +27,19 @@ Examples:
   echo \"CREATE VIEW t AS SELECT * FROM 'data/*.parquet'; SELECT count(*) FROM t\" | quiver query -
   quiver explain \"SELECT sum(x) FROM 'data/*.parquet' WHERE y > 10\"
   quiver query --executor lambda --function quiver-worker --workers 8 \\
-      \"SELECT count(*) FROM 's3://bucket/logs/*.parquet'\"";
+      \"SELECT count(*) FROM 's3://bucket/logs/*.parquet'\"
+  quiver query \"SELECT * FROM parquet_metadata('data/*.parquet')\"
+  quiver index build 's3://bucket/events/**/*.parquet'";
+
+const INDEX_EXAMPLES: &str = "\
+Examples:
+  quiver index build 's3://bucket/events/**/*.parquet'     # writes events/_quiver_index
+  quiver index refresh 's3://bucket/events/**/*.parquet'   # reads footers of new or changed files only
+  quiver index show 's3://bucket/events/**/*.parquet'
+  quiver index build 'data/*.parquet' --to 'idx/data.parquet'
+  quiver query --set quiver.index=idx/data.parquet \"SELECT count(*) FROM 'data/*.parquet' WHERE d >= '2024-06-01'\"
+
+Queries use the index beside the data on their own (quiver.index = auto | off | URI).";
 
 #[derive(Parser)]
 #[command(name = "quiver", version, about = "SQL over Parquet files", after_help = EXAMPLES)]
@@ -44,6 +56,41 @@ enum Command {
     /// Show the plan: files, row groups kept and pruned, buckets, bytes planned.
     #[command(after_help = EXAMPLES)]
     Explain(QueryArgs),
+    /// Build, refresh or show the persistent index that drops files before their footers
+    /// are read.
+    #[command(after_help = INDEX_EXAMPLES)]
+    Index(IndexArgs),
+}
+
+#[derive(Args)]
+struct IndexArgs {
+    /// build: index every file; refresh: only new or changed files; show: what it holds.
+    #[arg(value_enum)]
+    action: IndexAction,
+    /// The files to index: a path, folder or glob (local, s3:// or http(s)://).
+    glob: String,
+    /// Where the index lives (default: `_quiver_index` at the glob's literal prefix).
+    #[arg(long, value_name = "URI")]
+    to: Option<String>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+    /// An S3-compatible endpoint, e.g. http://127.0.0.1:9000 (default: AWS_ENDPOINT_URL).
+    #[arg(long, value_name = "URL")]
+    s3_endpoint: Option<String>,
+    /// The S3 region (default: AWS_REGION, the profile's, or us-east-1).
+    #[arg(long)]
+    region: Option<String>,
+    /// Any setting, as SET does (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    settings: Vec<String>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum IndexAction {
+    Build,
+    Refresh,
+    Show,
 }
 
 #[derive(Args)]
@@ -152,11 +199,12 @@ fn parse_executor(text: &str) -> Result<ExecutorKind, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let (Command::Query(args) | Command::Explain(args)) = &cli.command;
-    let threads = args
-        .threads
-        .unwrap_or_else(|| SessionOptions::default().threads)
-        .max(1);
+    let threads = match &cli.command {
+        Command::Query(args) | Command::Explain(args) => args.threads,
+        Command::Index(_) => None,
+    }
+    .unwrap_or_else(|| SessionOptions::default().threads)
+    .max(1);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .enable_all()
@@ -178,7 +226,10 @@ fn fail(message: &str) -> ExitCode {
 
 async fn run(command: Command, threads: usize) -> Result<(), String> {
     let explain = matches!(command, Command::Explain(_));
-    let (Command::Query(args) | Command::Explain(args)) = command;
+    let args = match command {
+        Command::Query(args) | Command::Explain(args) => args,
+        Command::Index(args) => return run_index(args).await,
+    };
     let sql = if args.sql == "-" {
         let mut text = String::new();
         std::io::stdin()
@@ -267,6 +318,44 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
         }
     }
     .map_err(|e| describe(&e))
+}
+
+/// `quiver index build|refresh|show`: the session gives the settings (S3 endpoint, region).
+async fn run_index(args: IndexArgs) -> Result<(), String> {
+    use quiver_core::index::{build_index, refresh_index, show_index};
+    let session = QuiverSession::new(SessionOptions::default()).map_err(|e| describe(&e))?;
+    let mut settings = args.settings.clone();
+    if let Some(endpoint) = &args.s3_endpoint {
+        settings.push(format!("quiver.s3_endpoint={endpoint}"));
+    }
+    if let Some(region) = &args.region {
+        settings.push(format!("quiver.s3_region={region}"));
+    }
+    for setting in &settings {
+        let (key, value) = setting
+            .split_once('=')
+            .ok_or_else(|| format!("--set takes KEY=VALUE, not '{setting}'"))?;
+        session
+            .set(key.trim(), value.trim())
+            .map_err(|e| format!("{key}: {}", describe(&e)))?;
+    }
+    let s3 = session.s3_options();
+    let runtime = session.runtime();
+    session.begin_query();
+    let (glob, to) = (args.glob.as_str(), args.to.as_deref());
+    let status = match args.action {
+        IndexAction::Build => build_index(runtime, glob, to, &s3).await,
+        IndexAction::Refresh => refresh_index(runtime, glob, to, &s3).await,
+        IndexAction::Show => show_index(runtime, glob, to, &s3).await,
+    }
+    .map_err(|e| describe(&e))?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&status).map_err(|e| e.to_string())?
+    } else {
+        status.report().trim_end().to_string()
+    };
+    println!("{text}");
+    Ok(())
 }
 
 /// Whether writing failed because the reader of standard output went away (`quiver query

@@ -24,9 +24,13 @@ const FOOTER_TAIL: u64 = 8;
 
 #[derive(Debug, Default)]
 pub struct FooterCache {
-    /// Keyed by path and version (etag, or size + mtime), so a rewritten file is re-read.
-    entries: Mutex<HashMap<(String, String), Arc<ParquetMetaData>>>,
+    /// Keyed by path and version (etag, or size + mtime), so a rewritten file is re-read;
+    /// each footer with its encoded length (`parquet_file_metadata` reports it).
+    entries: Mutex<HashMap<(String, String), CachedFooter>>,
 }
+
+/// A parsed footer and its encoded length.
+type CachedFooter = (Arc<ParquetMetaData>, u64);
 
 impl FooterCache {
     pub async fn load(
@@ -44,14 +48,22 @@ impl FooterCache {
             .get(&key)
         {
             QueryMetrics::add(&metrics.footer_cache_hits, 1);
-            return Ok(Arc::clone(found));
+            return Ok(Arc::clone(&found.0));
         }
-        let parsed = Arc::new(read_footer(source, meta, metrics, blocks).await?);
+        let (parsed, encoded_len) = read_footer(source, meta, metrics, blocks).await?;
+        let parsed = Arc::new(parsed);
         self.entries
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(key, Arc::clone(&parsed));
+            .insert(key, (Arc::clone(&parsed), encoded_len));
         Ok(parsed)
+    }
+
+    /// The encoded length of a footer this cache holds.
+    pub fn encoded_len(&self, meta: &ObjectMeta) -> Option<u64> {
+        let key = (meta.path.clone(), meta.version.clone());
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.get(&key).map(|(_, len)| *len)
     }
 }
 
@@ -73,7 +85,7 @@ async fn read_footer(
     meta: &ObjectMeta,
     metrics: &QueryMetrics,
     blocks: &BlockCache,
-) -> Result<ParquetMetaData> {
+) -> Result<(ParquetMetaData, u64)> {
     let path = &meta.path;
     let not_parquet = |reason: &str| QuiverError::NotParquet {
         path: path.clone(),
@@ -116,10 +128,13 @@ async fn read_footer(
         joined.extend_from_slice(&tail[..tail.len() - FOOTER_TAIL as usize]);
         joined.freeze()
     };
-    ParquetMetaDataReader::decode_metadata(&footer).map_err(|e| QuiverError::CorruptFooter {
-        path: path.clone(),
-        reason: e.to_string(),
-    })
+    let parsed = ParquetMetaDataReader::decode_metadata(&footer).map_err(|e| {
+        QuiverError::CorruptFooter {
+            path: path.clone(),
+            reason: e.to_string(),
+        }
+    })?;
+    Ok((parsed, footer_len))
 }
 
 async fn fetch(

@@ -3,7 +3,7 @@
 //! none imports one above it.
 //!
 //! source → cache → footer → prune → statistics → bucket → fetch → scan → copy → table →
-//! fragment → exec → session → format
+//! metadata → index → fragment → exec → session → format
 //!
 //! Public are the modules the faces (the command, the browser module, the Lambda executor
 //! and functions) use; the planning internals between a listing and a scan (cache, footer,
@@ -20,7 +20,9 @@ mod fetch;
 mod footer;
 pub mod format;
 pub mod fragment;
+pub mod index;
 pub mod inspect;
+pub mod metadata;
 pub mod metrics;
 pub mod options;
 mod prune;

@@ -22,6 +22,8 @@ pub struct QueryMetrics {
     pub unplanned_requests: AtomicU64,
     pub files: AtomicU64,
     pub files_pruned: AtomicU64,
+    /// Files the persistent index ruled out: their footers were never read.
+    pub files_index_pruned: AtomicU64,
     pub row_groups: AtomicU64,
     pub row_groups_pruned: AtomicU64,
     pub buckets_total: AtomicU64,
@@ -104,6 +106,7 @@ pub struct MetricsSnapshot {
     pub rows_out: u64,
     pub files: u64,
     pub files_pruned: u64,
+    pub files_index_pruned: u64,
     pub row_groups: u64,
     pub row_groups_pruned: u64,
     pub buckets_total: u64,
@@ -131,6 +134,7 @@ impl MetricsSnapshot {
         self.rows_out += other.rows_out;
         self.files += other.files;
         self.files_pruned += other.files_pruned;
+        self.files_index_pruned += other.files_index_pruned;
         self.row_groups += other.row_groups;
         self.row_groups_pruned += other.row_groups_pruned;
         self.buckets_total += other.buckets_total;
@@ -161,12 +165,13 @@ impl MetricsSnapshot {
     /// A few lines for people, as `--profile` prints them.
     pub fn report(&self) -> String {
         let mut out = format!(
-            "rows: {}\nfiles: {} read, {} pruned by the listing\nrow groups: {} read, {} pruned by statistics\n\
+            "rows: {}\nfiles: {} read, {} pruned ({} of them by the index, no footer read)\nrow groups: {} read, {} pruned by statistics\n\
              buckets: {} ({} done)\nrequests: {} ({} for footers, {} unplanned), {} bytes read, {} bytes planned\n\
              footer cache hits: {}, block cache hits: {} bytes\n",
             self.rows_out,
             self.files,
             self.files_pruned,
+            self.files_index_pruned,
             self.row_groups,
             self.row_groups_pruned,
             self.buckets_total,
@@ -223,6 +228,7 @@ impl QueryMetrics {
             rows_out: g(&self.rows_out),
             files: g(&self.files),
             files_pruned: g(&self.files_pruned),
+            files_index_pruned: g(&self.files_index_pruned),
             row_groups: g(&self.row_groups),
             row_groups_pruned: g(&self.row_groups_pruned),
             buckets_total: g(&self.buckets_total),

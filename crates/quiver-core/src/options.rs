@@ -33,6 +33,9 @@ extensions_options! {
         pub s3_anonymous: bool, default = false
         /// Path-style (true) or virtual-hosted (false) addressing; path style with an endpoint.
         pub s3_path_style: Option<bool>, default = None
+        /// The persistent index: `auto` (use `_quiver_index` at the glob's literal
+        /// prefix if the listing sees one), `off`, or the URI of an index file.
+        pub index: String, default = "auto".to_string()
     }
 }
 
@@ -66,6 +69,15 @@ impl QuiverOptions {
         }
     }
 
+    /// Where to look for a table's index.
+    pub fn index(&self) -> IndexSetting {
+        match self.index.trim() {
+            "" | "auto" => IndexSetting::Auto,
+            "off" | "false" | "none" => IndexSetting::Off,
+            uri => IndexSetting::At(uri.to_string()),
+        }
+    }
+
     pub fn buckets(&self, threads: usize) -> BucketOptions {
         BucketOptions {
             min_bucket_bytes: self.min_bucket_bytes,
@@ -73,4 +85,15 @@ impl QuiverOptions {
             ..BucketOptions::for_threads(threads)
         }
     }
+}
+
+/// `quiver.index`, parsed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum IndexSetting {
+    /// The index beside the data, if the listing saw one.
+    #[default]
+    Auto,
+    Off,
+    /// An index file anywhere (a path or URL).
+    At(String),
 }

@@ -59,6 +59,8 @@ pub struct ScanFile {
 pub struct ScanSummary {
     pub files: usize,
     pub files_pruned: usize,
+    /// Of those, ruled out by the persistent index (no footer read).
+    pub files_index_pruned: usize,
     pub row_groups: usize,
     pub row_groups_pruned: usize,
     pub bytes_planned: u64,
@@ -231,9 +233,10 @@ impl DisplayAs for BucketScanExec {
         let buckets: usize = self.partitions.iter().map(Vec::len).sum();
         write!(
             f,
-            "BucketScanExec: files={} (pruned {}), row groups={} (pruned {}), buckets={} in {} partitions, bytes planned={}",
+            "BucketScanExec: files={} (pruned {}, by the index {}), row groups={} (pruned {}), buckets={} in {} partitions, bytes planned={}",
             s.files,
             s.files_pruned,
+            s.files_index_pruned,
             s.row_groups,
             s.row_groups_pruned,
             buckets,

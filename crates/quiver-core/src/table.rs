@@ -27,8 +27,9 @@ use crate::bucket::{group_buckets, plan_buckets, FileWork};
 use crate::error::QuiverError;
 use crate::fetch::ProjectedColumns;
 use crate::footer::arrow_schema;
+use crate::index::FileIndex;
 use crate::metrics::QueryMetrics;
-use crate::options::QuiverOptions;
+use crate::options::{IndexSetting, QuiverOptions};
 use crate::prune::{files_to_read, row_groups_to_read};
 use crate::runtime::QuiverRuntime;
 use crate::scan::{BucketScanExec, ScanFile, ScanSummary};
@@ -48,6 +49,8 @@ pub struct TableOptions {
     pub view_types: bool,
     /// Binary columns as strings (`datafusion.execution.parquet.binary_as_string`).
     pub binary_as_string: bool,
+    /// Which persistent index to consult.
+    pub index: IndexSetting,
 }
 
 impl TableOptions {
@@ -60,6 +63,7 @@ impl TableOptions {
                 hive_partitioning: None,
                 s3: QuiverOptions::of(config).s3(),
             },
+            index: QuiverOptions::of(config).index(),
             ..Default::default()
         }
     }
@@ -75,6 +79,8 @@ pub struct QuiverTable {
     listing_only: bool,
     /// Made from the listing alone: the file columns are not known yet.
     deferred: bool,
+    /// The persistent index, when one is in use: it drops files before their footers.
+    index: Option<Arc<FileIndex>>,
 }
 
 impl QuiverTable {
@@ -94,10 +100,12 @@ impl QuiverTable {
             file_columns: 0,
             listing_only: false,
             deferred: true,
+            index: None,
         })
     }
 
-    /// The full table: file columns from the first file's footer, with `schema_override`.
+    /// The full table: file columns from the first file's footer (or from the index, when
+    /// it describes that file as listed), with `schema_override`.
     pub async fn with_file_columns(
         &self,
         runtime: &QuiverRuntime,
@@ -107,13 +115,19 @@ impl QuiverTable {
         let first = listing.files.first().ok_or_else(|| QuiverError::NoMatch {
             pattern: self.patterns.join(", "),
         })?;
-        let source = runtime
-            .sources
-            .for_path(&first.meta.path, &options.listing.s3)?;
-        let metadata = runtime
-            .footer(source.as_ref(), &first.meta, &runtime.metrics())
-            .await?;
-        let stored = arrow_schema(&first.meta.path, &metadata)?;
+        let index = self.find_index(runtime, options).await?;
+        let stored = match &index {
+            Some(index) if index.is_fresh(&first.meta) => index.data_schema().as_ref().clone(),
+            _ => {
+                let source = runtime
+                    .sources
+                    .for_path(&first.meta.path, &options.listing.s3)?;
+                let metadata = runtime
+                    .footer(source.as_ref(), &first.meta, &runtime.metrics())
+                    .await?;
+                arrow_schema(&first.meta.path, &metadata)?
+            }
+        };
 
         let stored = if options.binary_as_string {
             transform_binary_to_string(&stored)
@@ -154,7 +168,35 @@ impl QuiverTable {
             file_columns,
             listing_only: false,
             deferred: false,
+            index,
         })
+    }
+
+    /// The index `options` ask for: none for a single file, an error if an index named
+    /// by URI cannot be read.
+    async fn find_index(
+        &self,
+        runtime: &QuiverRuntime,
+        options: &TableOptions,
+    ) -> Result<Option<Arc<FileIndex>>> {
+        if self.listing.files.len() < 2 {
+            return Ok(None);
+        }
+        let s3 = &options.listing.s3;
+        let meta = match &options.index {
+            IndexSetting::Off => return Ok(None),
+            IndexSetting::Auto => match &self.listing.index {
+                Some(meta) => meta.clone(),
+                None => return Ok(None),
+            },
+            IndexSetting::At(uri) => runtime.sources.for_path(uri, s3)?.head(uri).await?,
+        };
+        Ok(Some(Arc::new(FileIndex::read(runtime, &meta, s3).await?)))
+    }
+
+    /// The listed files, in path order.
+    pub fn files(&self) -> Vec<crate::source::ObjectMeta> {
+        self.listing.files.iter().map(|f| f.meta.clone()).collect()
     }
 
     pub fn is_deferred(&self) -> bool {
@@ -311,11 +353,20 @@ impl TableProvider for QuiverTable {
         }
         let columns = self.scan_columns(projection)?;
         let predicate = self.pruning_predicate(state, filters)?;
+        let (kept, index_pruned) = self.index_kept(kept, predicate.as_ref());
+        QueryMetrics::add(&metrics.files_pruned, index_pruned as u64);
+        QueryMetrics::add(&metrics.files_index_pruned, index_pruned as u64);
         let files = self
             .plan_files(state, &runtime, &kept, predicate.as_ref(), &columns)
             .await?;
         metrics.record_phase("footers", started.elapsed());
-        self.bucket_scan(state, &metrics, &kept, &listing_batch, &columns, files)
+        let summary = ScanSummary {
+            files: kept.len(),
+            files_pruned: self.listing.files.len() - kept.len(),
+            files_index_pruned: index_pruned,
+            ..Default::default()
+        };
+        self.bucket_scan(state, &metrics, summary, &listing_batch, &columns, files)
     }
 }
 
@@ -425,6 +476,30 @@ impl QuiverTable {
         ))
     }
 
+    /// The kept files that the index does not rule out, and how many it did.
+    fn index_kept(
+        &self,
+        kept: Vec<usize>,
+        predicate: Option<&PruningPredicate>,
+    ) -> (Vec<usize>, usize) {
+        let (Some(index), Some(predicate)) = (&self.index, predicate) else {
+            return (kept, 0);
+        };
+        let files: Vec<_> = kept
+            .iter()
+            .map(|&i| self.listing.files[i].meta.clone())
+            .collect();
+        let keep = index.files_to_read(predicate, &files, &self.file_schema());
+        let before = kept.len();
+        let kept: Vec<usize> = kept
+            .into_iter()
+            .zip(keep)
+            .filter_map(|(i, keep)| keep.then_some(i))
+            .collect();
+        let pruned = before - kept.len();
+        (kept, pruned)
+    }
+
     /// The kept files' footers, read concurrently, each to the work its row groups hold.
     async fn plan_files(
         &self,
@@ -471,16 +546,11 @@ impl QuiverTable {
         &self,
         state: &dyn Session,
         metrics: &QueryMetrics,
-        kept: &[usize],
+        mut summary: ScanSummary,
         listing_batch: &RecordBatch,
         columns: &ScanColumns,
         files: Vec<FilePlan>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let mut summary = ScanSummary {
-            files: kept.len(),
-            files_pruned: self.listing.files.len() - kept.len(),
-            ..Default::default()
-        };
         for file in &files {
             let read = file.work.row_groups.len();
             summary.row_groups += read;

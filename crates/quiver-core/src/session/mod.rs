@@ -2,15 +2,18 @@
 //! the two ways to drive a plan (DataFusion's own threads, or fragments on rayon).
 
 mod dialect;
+mod file_subqueries;
 mod listing_only;
 mod relations;
 
 use std::sync::Arc;
 use web_time::Instant;
 
+use datafusion::arrow::array::AsArray;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::array::{ArrayRef, UInt64Array};
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::catalog::TableProvider;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::{collect, ExecutionPlan};
@@ -25,6 +28,7 @@ pub use crate::exec::ExecutorKind;
 use crate::exec::{
     execute_with_fragments, travelling_fragments, ComputePool, FragmentRunner, RayonRunner,
 };
+use crate::metadata::MetadataTable;
 use crate::metrics::QueryMetrics;
 use crate::options::QuiverOptions;
 use crate::runtime::QuiverRuntime;
@@ -137,6 +141,11 @@ impl QuiverSession {
         self.runtime.begin_query(&options)
     }
 
+    /// The S3 settings in force.
+    pub fn s3_options(&self) -> crate::source::S3Options {
+        QuiverOptions::of(self.context.state_ref().read().config_options()).s3()
+    }
+
     /// Sets a configuration value, as `SET key = value` does (`quiver.coalesce_gap`, or any
     /// of DataFusion's `datafusion.*` settings).
     pub fn set(&self, key: &str, value: &str) -> Result<()> {
@@ -188,6 +197,7 @@ impl QuiverSession {
     /// each table reads its first footer for the file columns, and the statement is planned
     /// again.
     async fn logical_plan(&self, statement: Statement) -> Result<LogicalPlan> {
+        let statement = self.answer_file_subqueries(statement).await;
         let found = self.path_tables_of(&statement)?;
         let planned = self.plan_with_path_tables(&statement, &found).await;
         self.tables.clear();
@@ -211,8 +221,12 @@ impl QuiverSession {
             };
             let table =
                 QuiverTable::list(&self.runtime, path_table.patterns.clone(), &options).await?;
-            self.tables
-                .insert(path_table.key.clone(), Arc::new(table.clone()));
+            let provider: Arc<dyn TableProvider> = match path_table.metadata {
+                // Metadata tables are whole once listed: their footers are read by the scan.
+                Some(kind) => Arc::new(MetadataTable::new(kind, table.files())),
+                None => Arc::new(table.clone()),
+            };
+            self.tables.insert(path_table.key.clone(), provider);
             listed.push(table);
         }
         let wildcard = match statement {
@@ -237,6 +251,9 @@ impl QuiverSession {
             }
         }
         for (path_table, table) in found.iter().zip(listed) {
+            if path_table.metadata.is_some() {
+                continue;
+            }
             let options = TableOptions {
                 schema_override: path_table
                     .schema
@@ -249,6 +266,55 @@ impl QuiverSession {
             self.tables.insert(path_table.key.clone(), Arc::new(full));
         }
         state.statement_to_plan(statement.clone()).await
+    }
+
+    /// `_path IN (subquery)` with the subquery's answer in its place (see
+    /// `file_subqueries`). A subquery that fails on its own (a correlated one), answers
+    /// with other than one column, or with too many values, is left as it was.
+    async fn answer_file_subqueries(&self, mut statement: Statement) -> Statement {
+        let inner = match &mut statement {
+            Statement::Statement(inner) => inner.as_mut(),
+            Statement::Explain(explain) => match explain.statement.as_mut() {
+                Statement::Statement(inner) => inner.as_mut(),
+                _ => return statement,
+            },
+            _ => return statement,
+        };
+        let mut answers = vec![];
+        for query in file_subqueries::file_subqueries(inner) {
+            let subquery =
+                Statement::Statement(Box::new(SqlStatement::Query(Box::new(query.clone()))));
+            // Boxed: a subquery may hold file subqueries of its own.
+            if let Ok(values) = Box::pin(self.single_column_values(subquery)).await {
+                answers.push((query, values));
+            }
+        }
+        file_subqueries::substitute(inner, &answers);
+        statement
+    }
+
+    /// The values of a one-column query, as text.
+    async fn single_column_values(&self, statement: Statement) -> Result<Vec<Option<String>>> {
+        let plan = self.logical_plan(statement).await?;
+        let batches = self
+            .context
+            .execute_logical_plan(plan)
+            .await?
+            .collect()
+            .await?;
+        let mut values = vec![];
+        for batch in batches {
+            if batch.num_columns() != 1 {
+                return Err(DataFusionError::Plan("not one column".into()));
+            }
+            let column = datafusion::arrow::compute::cast(batch.column(0), &DataType::Utf8)?;
+            let column = column.as_string::<i32>();
+            values.extend(column.iter().map(|v| v.map(str::to_string)));
+            if values.len() > file_subqueries::MAX_VALUES {
+                return Err(DataFusionError::Plan("too many values".into()));
+            }
+        }
+        Ok(values)
     }
 
     /// The path tables a statement names, each once.

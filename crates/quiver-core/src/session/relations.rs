@@ -1,5 +1,6 @@
-//! Tables named by paths: `FROM 'data/**/*.parquet'` and `FROM read_parquet('glob',
-//! hive_partitioning => true, schema => 'col TYPE, …')`. Making a table lists files and
+//! Tables named by paths: `FROM 'data/**/*.parquet'`, `FROM read_parquet('glob',
+//! hive_partitioning => true, schema => 'col TYPE, …')`, and the metadata tables
+//! `parquet_metadata('glob')` and friends. Making a table lists files and
 //! reads a footer (async), but DataFusion's SQL planner is synchronous, so each statement
 //! is walked first to build its tables, and the planner then finds them by their text.
 
@@ -7,6 +8,7 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 
+use datafusion::catalog::TableProvider;
 use datafusion::common::{plan_err, Result, TableReference};
 use datafusion::datasource::provider_as_source;
 use datafusion::logical_expr::planner::{
@@ -18,14 +20,16 @@ use datafusion::sql::sqlparser::ast::{
     SetExpr, TableFactor, Value, Visit, Visitor,
 };
 
+use crate::metadata::MetadataKind;
 use crate::source::is_signed_url;
-use crate::table::QuiverTable;
 
 /// A table the SQL names by path, with its options, as parsed from the statement.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PathTable {
     /// The text the planner will look the table up by.
     pub key: String,
+    /// The files' rows (`None`), or one of the tables of their footers.
+    pub metadata: Option<MetadataKind>,
     pub patterns: Vec<String>,
     pub hive_partitioning: Option<bool>,
     /// `col TYPE, …` as written.
@@ -35,11 +39,11 @@ pub struct PathTable {
 /// Tables built for the statements of one session, by key.
 #[derive(Debug, Default)]
 pub struct ResolvedTables {
-    tables: Mutex<HashMap<String, Arc<QuiverTable>>>,
+    tables: Mutex<HashMap<String, Arc<dyn TableProvider>>>,
 }
 
 impl ResolvedTables {
-    pub fn get(&self, key: &str) -> Option<Arc<QuiverTable>> {
+    pub fn get(&self, key: &str) -> Option<Arc<dyn TableProvider>> {
         self.tables
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -47,7 +51,7 @@ impl ResolvedTables {
             .cloned()
     }
 
-    pub fn insert(&self, key: String, table: Arc<QuiverTable>) {
+    pub fn insert(&self, key: String, table: Arc<dyn TableProvider>) {
         self.tables
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -119,22 +123,29 @@ fn path_table(factor: &TableFactor) -> Option<Result<PathTable>> {
     let TableFactor::Table { name, args, .. } = factor else {
         return None;
     };
+    let function = name.to_string();
     match args {
-        Some(args) if is_read_parquet(name) => Some(read_parquet_args(name, &args.args)),
+        Some(args) if function.eq_ignore_ascii_case("read_parquet") => {
+            Some(read_parquet_args(name, &args.args))
+        }
+        Some(args) => MetadataKind::from_function(&function).map(|kind| {
+            let mut table = read_parquet_args(name, &args.args)?;
+            if table.hive_partitioning.is_some() || table.schema.is_some() {
+                return plan_err!("{function} takes a path or list of paths only");
+            }
+            table.metadata = Some(kind);
+            Ok(table)
+        }),
         None => quoted_path(name).map(|path| {
             Ok(PathTable {
                 key: path.clone(),
+                metadata: None,
                 patterns: vec![path],
                 hive_partitioning: None,
                 schema: None,
             })
         }),
-        Some(_) => None,
     }
-}
-
-fn is_read_parquet(name: &ObjectName) -> bool {
-    name.to_string().eq_ignore_ascii_case("read_parquet")
 }
 
 /// `'a/b.parquet'` (single quotes), or a double-quoted name that looks like a path.
@@ -162,6 +173,7 @@ fn read_parquet_args(name: &ObjectName, args: &[FunctionArg]) -> Result<PathTabl
     );
     let mut table = PathTable {
         key,
+        metadata: None,
         patterns: vec![],
         hive_partitioning: None,
         schema: None,
@@ -179,29 +191,25 @@ fn read_parquet_args(name: &ObjectName, args: &[FunctionArg]) -> Result<PathTabl
                 right,
             })) => match left.as_ref() {
                 SqlExpr::Identifier(ident) => (Some(ident.value.to_lowercase()), right.as_ref()),
-                _ => return plan_err!("read_parquet: unexpected argument {arg}"),
+                _ => return plan_err!("{name}: unexpected argument {arg}"),
             },
             FunctionArg::Unnamed(FunctionArgExpr::Expr(value)) => (None, value),
-            other => return plan_err!("read_parquet: unexpected argument {other}"),
+            other => return plan_err!("{name}: unexpected argument {other}"),
         };
         match option.as_deref() {
             None if table.patterns.is_empty() => table.patterns = string_list(value)?,
-            None => {
-                return plan_err!(
-                    "read_parquet takes one path or list of paths, then named options"
-                )
-            }
+            None => return plan_err!("{name} takes one path or list of paths, then named options"),
             Some("hive_partitioning") => table.hive_partitioning = Some(boolean(value)?),
             Some("schema") => table.schema = Some(string(value)?),
             Some(other) => {
                 return plan_err!(
-                    "read_parquet: unknown option '{other}' (known: hive_partitioning, schema)"
+                    "{name}: unknown option '{other}' (known: hive_partitioning, schema)"
                 )
             }
         }
     }
     if table.patterns.is_empty() {
-        return plan_err!("read_parquet needs a path, e.g. read_parquet('data/*.parquet')");
+        return plan_err!("{name} needs a path, e.g. {name}('data/*.parquet')");
     }
     Ok(table)
 }
@@ -210,9 +218,9 @@ fn string(value: &SqlExpr) -> Result<String> {
     match value {
         SqlExpr::Value(v) => match &v.value {
             Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => Ok(s.clone()),
-            other => plan_err!("read_parquet: expected a string, found {other}"),
+            other => plan_err!("expected a string, found {other}"),
         },
-        other => plan_err!("read_parquet: expected a string, found {other}"),
+        other => plan_err!("expected a string, found {other}"),
     }
 }
 
@@ -233,9 +241,9 @@ fn boolean(value: &SqlExpr) -> Result<bool> {
             {
                 Ok(s.eq_ignore_ascii_case("true"))
             }
-            other => plan_err!("read_parquet: expected true or false, found {other}"),
+            other => plan_err!("expected true or false, found {other}"),
         },
-        other => plan_err!("read_parquet: expected true or false, found {other}"),
+        other => plan_err!("expected true or false, found {other}"),
     }
 }
 
@@ -278,7 +286,10 @@ impl RelationPlanner for PathTablePlanner {
         let TableFactor::Table { alias, .. } = relation else {
             unreachable!("path_table matched a table")
         };
-        let name = table_name(&found.patterns);
+        let name = match found.metadata {
+            Some(kind) => kind.function().to_string(),
+            None => table_name(&found.patterns),
+        };
         let plan =
             LogicalPlanBuilder::scan(TableReference::bare(name), provider_as_source(table), None)?
                 .build()?;

@@ -11,6 +11,11 @@ use futures::future::try_join_all;
 use super::{hive, is_signed_url, GlobPattern, ObjectMeta, S3Options, Sources};
 use crate::error::{QuiverError, Result};
 
+/// The persistent index's file name (see `index`): never a data file of a listing. A
+/// Parquet file, but without `.parquet`, so that other engines' `*.parquet` globs over the
+/// same folder do not read it as data (and with `_`, which Hive-style readers skip).
+pub const INDEX_FILE_NAME: &str = "_quiver_index";
+
 /// Columns every table has without reading a file.
 pub const VIRTUAL_COLUMNS: [&str; 3] = ["_path", "_file", "_size"];
 
@@ -44,6 +49,8 @@ impl ListedFile {
 pub struct Listing {
     pub files: Vec<ListedFile>,
     pub hive_fields: Vec<FieldRef>,
+    /// An index found at the pattern's literal prefix while listing (one pattern only).
+    pub index: Option<ObjectMeta>,
 }
 
 pub fn virtual_fields() -> [FieldRef; 3] {
@@ -61,7 +68,11 @@ pub async fn list_files(
     options: &ListingOptions,
 ) -> Result<Listing> {
     let listed = try_join_all(patterns.iter().map(|p| expand(sources, p, &options.s3))).await?;
-    let mut metas: Vec<ObjectMeta> = listed.into_iter().flatten().collect();
+    let index = match listed.as_slice() {
+        [(_, index)] => index.clone(),
+        _ => None,
+    };
+    let mut metas: Vec<ObjectMeta> = listed.into_iter().flat_map(|(files, _)| files).collect();
     metas.sort_by(|a, b| a.path.cmp(&b.path));
     metas.dedup_by(|a, b| a.path == b.path);
 
@@ -96,6 +107,7 @@ pub async fn list_files(
         return Ok(Listing {
             files,
             hive_fields: vec![],
+            index,
         });
     }
 
@@ -119,53 +131,69 @@ pub async fn list_files(
             ListedFile { meta, hive_values }
         })
         .collect();
-    Ok(Listing { files, hive_fields })
+    Ok(Listing {
+        files,
+        hive_fields,
+        index,
+    })
 }
 
-async fn expand(sources: &Sources, pattern: &str, s3: &S3Options) -> Result<Vec<ObjectMeta>> {
+/// The files `pattern` names, and the index at its literal prefix if the listing saw one.
+async fn expand(
+    sources: &Sources,
+    pattern: &str,
+    s3: &S3Options,
+) -> Result<(Vec<ObjectMeta>, Option<ObjectMeta>)> {
     let source = sources.for_path(pattern, s3)?;
     if is_signed_url(pattern) {
-        return Ok(vec![source.head(pattern).await?]);
+        return Ok((vec![source.head(pattern).await?], None));
     }
     let glob = GlobPattern::new(pattern)?;
-    if glob.is_literal() {
+    let is_index = |m: &ObjectMeta| m.path.rsplit('/').next() == Some(INDEX_FILE_NAME);
+    let (folder, found) = if glob.is_literal() {
         match source.head(pattern).await {
-            Ok(meta) => return Ok(vec![meta]),
+            Ok(meta) => return Ok((vec![meta], None)),
             Err(QuiverError::NotFound { .. }) => {
                 // Not an object: maybe a folder (a prefix), whose Parquet files we take.
                 let folder = format!("{}/", pattern.trim_end_matches('/'));
-                let found: Vec<_> = match source.list(&folder).await {
-                    Ok(found) => found
-                        .into_iter()
-                        .filter(|m| m.path.ends_with(".parquet"))
-                        .collect(),
-                    Err(_) => vec![],
-                };
-                if found.is_empty() {
-                    return Err(QuiverError::NotFound {
-                        path: pattern.to_string(),
-                    });
-                }
-                return Ok(found);
+                let found = source.list(&folder).await.unwrap_or_default();
+                (folder, found)
             }
             Err(other) => return Err(other),
         }
-    }
-    let found = match source.list(glob.prefix()).await {
-        Ok(found) => found,
-        Err(QuiverError::NotFound { .. }) => vec![],
-        Err(other) => return Err(other),
+    } else {
+        let found = match source.list(glob.prefix()).await {
+            Ok(found) => found,
+            Err(QuiverError::NotFound { .. }) => vec![],
+            Err(other) => return Err(other),
+        };
+        (glob.prefix().to_string(), found)
     };
+    let index_path = format!("{folder}{INDEX_FILE_NAME}");
+    let index = found.iter().find(|m| m.path == index_path).cloned();
     let matched: Vec<_> = found
         .into_iter()
-        .filter(|m| glob.matches(&m.path))
+        .filter(|m| !is_index(m))
+        .filter(|m| {
+            if glob.is_literal() {
+                m.path.ends_with(".parquet")
+            } else {
+                glob.matches(&m.path)
+            }
+        })
         .collect();
     if matched.is_empty() {
-        return Err(QuiverError::NoMatch {
-            pattern: pattern.to_string(),
+        return Err(if glob.is_literal() {
+            QuiverError::NotFound {
+                path: pattern.to_string(),
+            }
+        } else {
+            QuiverError::NoMatch {
+                pattern: pattern.to_string(),
+            }
         });
     }
-    Ok(matched)
+    Ok((matched, index))
 }
 
 /// Integers, then dates, then strings: the narrowest type every value (NULLs aside)

@@ -26,7 +26,7 @@ pub use glob::GlobPattern;
 pub use http::HttpSource;
 pub use listing::{
     list_files, virtual_fields as listing_virtual_fields, ListedFile, Listing, ListingOptions,
-    VIRTUAL_COLUMNS,
+    INDEX_FILE_NAME, VIRTUAL_COLUMNS,
 };
 pub use local::LocalSource;
 use s3::s3_source;
