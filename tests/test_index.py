@@ -228,6 +228,27 @@ def test_stale_index_is_right_and_refresh_reads_only_what_changed(quiver, tmp_pa
     assert p["footer_requests"] == p["files"]
 
 
+def test_count_min_max_come_from_the_index(quiver, tmp_path):
+    folder = str(tmp_path / "d")
+    shuffled_days(folder, 30)
+    glob = f"{folder}/*.parquet"
+    quiver.ok("index", "build", glob)
+    sql = f"SELECT count(*) AS n, min(date) AS lo, max(date) AS hi, max(amount) AS m FROM '{glob}'"
+    expected = [str(v) for v in duckdb.sql(sql).fetchall()[0]]
+    rows, p = query(quiver, sql)
+    assert rows == [expected]
+    assert (p["requests"], p["footer_requests"]) == (1, 0), "only the index is read"
+    assert "PlaceholderRowExec" in quiver.ok("explain", sql)
+    # with a filter on a file column, or over a stale index, the footers answer
+    rows, p = query(quiver, sql + " WHERE id >= 0")
+    assert rows == [expected] and p["footer_requests"] == 30
+    time.sleep(0.01)
+    day_file(os.path.join(folder, "f0003.parquet"), 400)
+    expected = [str(v) for v in duckdb.sql(sql).fetchall()[0]]
+    rows, p = query(quiver, sql)
+    assert rows == [expected] and p["footer_requests"] == 30
+
+
 def test_index_at_another_place(quiver, tmp_path):
     shuffled_days(str(tmp_path / "d"), 20)
     glob, index = f"{tmp_path}/d/*.parquet", f"{tmp_path}/idx/d.parquet"

@@ -15,7 +15,9 @@ use datafusion::arrow::array::{
     StructArray, UInt32Array, UInt64Array,
 };
 use datafusion::arrow::compute::{cast, take};
-use datafusion::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{
+    DataType, Field, Fields, Int64Type, Schema, SchemaRef, UInt64Type,
+};
 use datafusion::common::pruning::PruningStatistics;
 use datafusion::common::{Column, ScalarValue};
 use datafusion::error::{DataFusionError, Result};
@@ -204,6 +206,78 @@ impl FileIndex {
         predicate
             .prune(&statistics)
             .unwrap_or_else(|_| vec![true; files.len()])
+    }
+
+    /// The rows of `files` together, if the index describes every one as listed.
+    pub fn total_rows(&self, files: &[ObjectMeta]) -> Option<i64> {
+        let rows = self
+            .entries
+            .column_by_name("rows")?
+            .as_primitive::<Int64Type>();
+        files
+            .iter()
+            .map(|f| {
+                self.is_fresh(f)
+                    .then(|| rows.value(self.rows_by_path[&f.path]))
+            })
+            .sum()
+    }
+
+    /// The min and max of `column` over `files` (NULLs when every value is NULL), if the
+    /// index describes every file as listed with exact statistics for it. Strings and
+    /// binaries are never answered: writers may truncate their statistics.
+    pub fn min_max(
+        &self,
+        files: &[ObjectMeta],
+        column: &str,
+    ) -> Option<(ScalarValue, ScalarValue)> {
+        let stats = self.entries.column_by_name("stats")?.as_struct();
+        let column = stats.column_by_name(column)?.as_struct();
+        let (mins, maxes) = (column.column(0), column.column(1));
+        let nulls = column.column(2).as_primitive::<UInt64Type>();
+        if matches!(
+            mins.data_type(),
+            DataType::Utf8
+                | DataType::LargeUtf8
+                | DataType::Utf8View
+                | DataType::Binary
+                | DataType::LargeBinary
+                | DataType::BinaryView
+                | DataType::FixedSizeBinary(_)
+        ) {
+            return None;
+        }
+        let rows = self
+            .entries
+            .column_by_name("rows")?
+            .as_primitive::<Int64Type>();
+        let mut min = ScalarValue::try_from(mins.data_type()).ok()?;
+        let mut max = min.clone();
+        for file in files {
+            if !self.is_fresh(file) {
+                return None;
+            }
+            let row = self.rows_by_path[&file.path];
+            if mins.is_null(row) || maxes.is_null(row) {
+                // Unknown, unless the file's values are all NULL.
+                let all_null = nulls.is_valid(row) && nulls.value(row) as i64 == rows.value(row);
+                if all_null {
+                    continue;
+                }
+                return None;
+            }
+            let (low, high) = (
+                ScalarValue::try_from_array(mins, row).ok()?,
+                ScalarValue::try_from_array(maxes, row).ok()?,
+            );
+            if min.is_null() || low.partial_cmp(&min)?.is_lt() {
+                min = low;
+            }
+            if max.is_null() || high.partial_cmp(&max)?.is_gt() {
+                max = high;
+            }
+        }
+        Some((min, max))
     }
 
     /// The index as a Parquet file that any engine reads.

@@ -476,6 +476,19 @@ impl QuiverTable {
         ))
     }
 
+    /// The table's row count, if its index describes every file as listed.
+    pub fn rows_from_index(&self) -> Option<i64> {
+        self.index.as_ref()?.total_rows(&self.files())
+    }
+
+    /// The min and max of a file column from the index (see `FileIndex::min_max`).
+    pub fn min_max_from_index(&self, column: &str) -> Option<(ScalarValue, ScalarValue)> {
+        if self.is_listing_column(column) {
+            return None;
+        }
+        self.index.as_ref()?.min_max(&self.files(), column)
+    }
+
     /// The kept files that the index does not rule out, and how many it did.
     fn index_kept(
         &self,

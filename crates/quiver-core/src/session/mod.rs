@@ -3,6 +3,7 @@
 
 mod dialect;
 mod file_subqueries;
+mod index_answers;
 mod listing_only;
 mod relations;
 
@@ -104,6 +105,7 @@ impl QuiverSession {
             tables: Arc::clone(&tables),
         }))?;
         context.add_optimizer_rule(Arc::new(listing_only::ListingOnlyRule));
+        context.add_optimizer_rule(Arc::new(index_answers::IndexAnswersRule));
         let pool = ComputePool::for_target(options.threads)?;
         Ok(Self {
             context,
