@@ -262,6 +262,22 @@ def test_index_at_another_place(quiver, tmp_path):
     assert (rows, p["index_pruned"]) == ([["100"]], 0)
 
 
+def test_index_in_sql(quiver, tmp_path):
+    shuffled_days(str(tmp_path / "d"), 5)
+    glob = f"{tmp_path}/d/*.parquet"
+    header, rows = quiver.csv(f"CALL quiver_index_build('{glob}')")
+    row = dict(zip(header, rows[0]))
+    assert (row["location"], row["files"], row["footers_read"]) == (
+        f"{tmp_path}/d/_quiver_index", "5", "0")
+    day_file(f"{tmp_path}/d/new.parquet", 9)
+    _, rows = quiver.csv(f"CALL quiver_index_show('{glob}')")
+    assert rows[0][2:5] == ["5", "1", "0"]  # files, changed, deleted
+    _, rows = quiver.csv(f"CALL quiver_index_refresh('{glob}')")
+    assert rows[0][2:6] == ["6", "0", "0", "1"]
+    proc = quiver.run("query", "CALL quiver_index_build(1)")
+    assert proc.returncode != 0 and "takes a glob" in proc.stderr, proc.stderr
+
+
 def test_index_errors_are_clear(quiver, tmp_path):
     shuffled_days(str(tmp_path / "d"), 3)
     glob = f"{tmp_path}/d/*.parquet"

@@ -322,3 +322,27 @@ def test_copy_is_written_by_the_workers_and_reads_back_equal(emulator, s3, tpch_
     _, rows = parse_csv(back.stdout)
     actual = sorted((int(a), int(b), float(c), d) for a, b, c, d in rows)
     assert actual == sorted((a, b, float(c), d) for a, b, c, d in expected)
+
+
+def test_a_scheduled_job_refreshes_an_index_that_queries_then_use(emulator, s3, tmp_path):
+    """The story's daily materialized view: a scheduled job (EventBridge's input, `job` set)
+    CALLs quiver_index_refresh through the coordinator; the next query drops files by it."""
+    from test_index import shuffled_days
+
+    shuffled_days(str(tmp_path), 10)
+    prefix = f"indexed-{os.getpid()}-{int(time.time())}/"
+    client = s3.client(direct=True)
+    for name in os.listdir(tmp_path):
+        client.upload_file(str(tmp_path / name), s3.bucket, prefix + name)
+    glob = s3.url(prefix + "*.parquet")
+    status, error, body = emulator.invoke("coordinator", {
+        "sql": f"CALL quiver_index_refresh('{glob}')", "format": "json", "job": "nightly-index"})
+    assert status == 200 and error is None, body
+    assert body["result"] == [{"location": s3.url(prefix + "_quiver_index"), "glob": glob,
+                               "files": 10, "changed": 0, "deleted": 0, "footers_read": 10,
+                               "built_at_ms": body["result"][0]["built_at_ms"]}]
+    assert "scheduled job 'nightly-index' done" in emulator.log()
+    body = invoke_query(emulator, f"SELECT count(*) AS n FROM '{glob}' WHERE date >= '2024-01-09'",
+                        fmt="json")
+    assert body["result"] == [{"n": 100}]
+    assert body["metrics"]["coordinator"]["files_index_pruned"] == 8, body["metrics"]

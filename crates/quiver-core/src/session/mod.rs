@@ -4,6 +4,7 @@
 mod dialect;
 mod file_subqueries;
 mod index_answers;
+mod index_calls;
 mod listing_only;
 mod relations;
 
@@ -170,6 +171,13 @@ impl QuiverSession {
         for statement in statements {
             last = Some(match statement {
                 Statement::CopyTo(copy) => self.run_copy(copy).await?,
+                Statement::Statement(inner) => match inner.as_ref() {
+                    SqlStatement::Call(function) => match index_calls::index_call(function) {
+                        Some(call) => self.run_index_call(call?).await?,
+                        None => self.run_statement(Statement::Statement(inner)).await?,
+                    },
+                    _ => self.run_statement(Statement::Statement(inner)).await?,
+                },
                 other => self.run_statement(other).await?,
             });
         }
@@ -426,6 +434,28 @@ impl QuiverSession {
                 Arc::new(UInt64Array::from(vec![written.len() as u64])) as ArrayRef,
             ),
         ])?;
+        Ok(QueryOutput {
+            schema: batch.schema(),
+            batches: vec![batch],
+            metrics,
+        })
+    }
+
+    /// `CALL quiver_index_build|refresh|show('glob' [, 'to'])` (see `index_calls`).
+    async fn run_index_call(
+        &self,
+        (action, glob, to): (index_calls::IndexAction, String, Option<String>),
+    ) -> Result<QueryOutput> {
+        use crate::index::{build_index, refresh_index, show_index};
+        use index_calls::IndexAction;
+        let metrics = self.begin_query();
+        let (s3, runtime, to) = (self.s3_options(), &self.runtime, to.as_deref());
+        let status = match action {
+            IndexAction::Build => build_index(runtime, &glob, to, &s3).await?,
+            IndexAction::Refresh => refresh_index(runtime, &glob, to, &s3).await?,
+            IndexAction::Show => show_index(runtime, &glob, to, &s3).await?,
+        };
+        let batch = index_calls::status_batch(&status)?;
         Ok(QueryOutput {
             schema: batch.schema(),
             batches: vec![batch],
