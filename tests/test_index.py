@@ -200,6 +200,9 @@ def test_index_drops_files_before_their_footers(quiver, tmp_path):
     assert (off["files"], off["index_pruned"], off["footer_requests"]) == (100, 0, 100)
     plan = quiver.ok("explain", sql)
     assert "files=5 (pruned 95, by the index 95)" in plan, plan
+    # a session's next statement finds the index (and footers) in its caches
+    _, again = query(quiver, f"{sql}; {sql}")
+    assert again["requests"] == 0
 
 
 def test_stale_index_is_right_and_refresh_reads_only_what_changed(quiver, tmp_path):

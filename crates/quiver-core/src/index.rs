@@ -348,12 +348,24 @@ impl FileIndex {
         )
     }
 
-    /// Reads the index at `meta` (one request).
+    /// Reads the index at `meta`: one request, none while the block cache holds this
+    /// version (a session's later statements).
     pub async fn read(runtime: &QuiverRuntime, meta: &ObjectMeta, s3: &S3Options) -> Result<Self> {
-        let source = runtime.sources.for_path(&meta.path, s3)?;
-        let bytes = source.get_range(meta, 0..meta.size).await?;
         let metrics = runtime.metrics();
-        metrics.record_read(bytes.len() as u64);
+        let cached = runtime.blocks.lookup(meta, &[0..meta.size]);
+        let bytes = match cached.held.as_slice() {
+            [(0, bytes)] if cached.missing.is_empty() => {
+                crate::metrics::QueryMetrics::add(&metrics.cache_hit_bytes, meta.size);
+                bytes.clone()
+            }
+            _ => {
+                let source = runtime.sources.for_path(&meta.path, s3)?;
+                let bytes = source.get_range(meta, 0..meta.size).await?;
+                metrics.record_read(bytes.len() as u64);
+                runtime.blocks.insert(meta, &[(0, bytes.clone())]);
+                bytes
+            }
+        };
         Self::from_parquet(&meta.path, bytes)
     }
 }
