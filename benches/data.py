@@ -7,6 +7,9 @@ split16(sf):     TPC-H lineitem cut into 16 files of equal row count (row groups
 small_files(n):  n small files in a hive layout, smallfiles-<n>/events/date=YYYY-MM-DD/
                  part-K-NNNNN.parquet: four files a day from 2024-01-01, 1,000 rows each
                  (id, user_id, amount, category); the date lives only in the path.
+day_files(n):    n files in dayfiles-<n>/days/fNNNNN.parquet, one day each from 2024-01-01 (date,
+                 id, value; 1,000 rows), days dealt to names in a shuffled order: no name or
+                 folder tells a file's date (the persistent index's scenario).
 A folder is complete when its .done marker exists; generation writes to a temporary folder first.
 """
 import datetime
@@ -47,6 +50,24 @@ def split16(sf):
 
 def small_files(n):
     return _generate(f"smallfiles-{n}", str(n), lambda tmp: _small_files(n, tmp))
+
+
+def day_files(n):
+    return _generate(f"dayfiles-{n}", str(n), lambda tmp: _day_files(n, tmp))
+
+
+def _day_files(n, out):
+    rng = np.random.default_rng(n)
+    names = rng.permutation(n)
+    os.makedirs(os.path.join(out, "days"))
+    for day, name in enumerate(names):
+        date = FIRST_DAY + datetime.timedelta(days=int(day))
+        table = pa.table({
+            "date": pa.array([date] * SMALL_FILE_ROWS, pa.date32()),
+            "id": pa.array(np.arange(day * SMALL_FILE_ROWS, (day + 1) * SMALL_FILE_ROWS)),
+            "value": pa.array(np.round(rng.uniform(0, 100, SMALL_FILE_ROWS), 2)),
+        })
+        pq.write_table(table, os.path.join(out, "days", f"f{name:05d}.parquet"))
 
 
 def parquet_files(folder):
