@@ -173,6 +173,14 @@ def test_story_query_min_max_per_file_and_path_in_subquery(quiver, tmp_path):
     # 40 footers for parquet_metadata; the outer scan's 5 come from the footer cache
     assert (p["files"], p["footer_requests"]) == (5, 40)
 
+    # the same as an inner join: the join implies the IN, which the listing answers
+    joined = (f"SELECT count(*) AS n, sum(t.amount) AS s FROM '{glob}' t "
+              f"JOIN parquet_metadata('{glob}') m ON t._path = m.file_name "
+              f"WHERE m.path_in_schema = 'date' AND m.stats_min_value >= '2024-02-05'")
+    rows, p = query(quiver, joined)
+    assert (int(rows[0][0]), float(rows[0][1])) == (n, pytest.approx(s))
+    assert p["files"] == 5
+
 
 # 2. the index, locally
 

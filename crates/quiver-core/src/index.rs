@@ -352,7 +352,8 @@ impl FileIndex {
     /// version (a session's later statements).
     pub async fn read(runtime: &QuiverRuntime, meta: &ObjectMeta, s3: &S3Options) -> Result<Self> {
         let metrics = runtime.metrics();
-        let cached = runtime.blocks.lookup(meta, &[0..meta.size]);
+        let whole = 0..meta.size;
+        let cached = runtime.blocks.lookup(meta, std::slice::from_ref(&whole));
         let bytes = match cached.held.as_slice() {
             [(0, bytes)] if cached.missing.is_empty() => {
                 crate::metrics::QueryMetrics::add(&metrics.cache_hit_bytes, meta.size);

@@ -290,6 +290,7 @@ impl QuiverSession {
             },
             _ => return statement,
         };
+        file_subqueries::add_join_subqueries(inner);
         let mut answers = vec![];
         for query in file_subqueries::file_subqueries(inner) {
             let subquery =
