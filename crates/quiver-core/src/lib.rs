@@ -30,6 +30,7 @@ pub mod runtime;
 pub mod scan;
 pub mod session;
 pub mod source;
+pub mod sql_types;
 mod statistics;
 mod table;
 

@@ -7,7 +7,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{RecordBatch, UInt32Array};
+use datafusion::arrow::array::{RecordBatch, RecordBatchOptions, UInt32Array};
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::config::ConfigOptions;
@@ -17,6 +17,7 @@ use datafusion::datasource::file_format::parquet::{
 };
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::type_coercion::binary::type_union_resolution;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
 use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
@@ -51,6 +52,10 @@ pub struct TableOptions {
     pub binary_as_string: bool,
     /// Which persistent index to consult.
     pub index: IndexSetting,
+    /// Columns from every file, matched by name (`read_parquet(…, union_by_name => true)`):
+    /// each file's footer is read while planning, columns a file lacks read as NULL, and a
+    /// column's types in different files are widened to one. Otherwise the first file's.
+    pub union_by_name: bool,
 }
 
 impl TableOptions {
@@ -73,9 +78,12 @@ impl TableOptions {
 pub struct QuiverTable {
     patterns: Vec<String>,
     listing: Arc<Listing>,
-    /// File columns, then hive columns, then virtual columns.
+    /// File columns, then hive columns, then virtual columns (when `virtual_columns`).
     schema: SchemaRef,
     file_columns: usize,
+    /// Whether `_path`, `_file` and `_size` are columns: only for statements that name one
+    /// (see `session::virtual_columns`).
+    virtual_columns: bool,
     listing_only: bool,
     /// Made from the listing alone: the file columns are not known yet.
     deferred: bool,
@@ -84,20 +92,23 @@ pub struct QuiverTable {
 }
 
 impl QuiverTable {
-    /// The table as the listing alone knows it: hive and virtual columns, no file read.
-    /// It can only answer listing-only queries; `with_file_columns` completes it.
+    /// The table as the listing alone knows it: hive columns, and the virtual columns if
+    /// `virtual_columns`; no file read. It can only answer listing-only queries;
+    /// `with_file_columns` completes it.
     pub async fn list(
         runtime: &QuiverRuntime,
         patterns: Vec<String>,
         options: &ListingOptions,
+        virtual_columns: bool,
     ) -> Result<Self> {
         let listing = list_files(&runtime.sources, &patterns, options).await?;
-        let fields: Vec<Arc<Field>> = listing_fields(&listing, &[]);
+        let fields: Vec<Arc<Field>> = listing_fields(&listing, &[], virtual_columns);
         Ok(Self {
             patterns,
             listing: Arc::new(listing),
             schema: Arc::new(Schema::new(fields)),
             file_columns: 0,
+            virtual_columns,
             listing_only: false,
             deferred: true,
             index: None,
@@ -117,6 +128,7 @@ impl QuiverTable {
         })?;
         let index = self.find_index(runtime, options).await?;
         let stored = match &index {
+            _ if options.union_by_name => self.union_schema(runtime, options).await?,
             Some(index) if index.is_fresh(&first.meta) => index.data_schema().as_ref().clone(),
             _ => {
                 let source = runtime
@@ -160,16 +172,70 @@ impl QuiverTable {
             }
         }
         let file_columns = fields.len();
-        let fields = listing_fields(listing, &fields);
+        let fields = listing_fields(listing, &fields, self.virtual_columns);
         Ok(Self {
             patterns: self.patterns.clone(),
             listing: Arc::clone(listing),
             schema: Arc::new(Schema::new(fields)),
             file_columns,
+            virtual_columns: self.virtual_columns,
             listing_only: false,
             deferred: false,
             index,
         })
+    }
+
+    /// Every file's columns by name, in the order they first appear, each with one type
+    /// that all its files' types widen to. Reads every footer (the scan finds them cached).
+    async fn union_schema(
+        &self,
+        runtime: &QuiverRuntime,
+        options: &TableOptions,
+    ) -> Result<Schema> {
+        let schemas: Vec<(String, Schema)> = stream::iter(self.listing.files.iter())
+            .map(|file| async move {
+                let source = runtime
+                    .sources
+                    .for_path(&file.meta.path, &options.listing.s3)?;
+                let metadata = runtime
+                    .footer(source.as_ref(), &file.meta, &runtime.metrics())
+                    .await?;
+                Ok::<_, DataFusionError>((
+                    file.meta.path.clone(),
+                    arrow_schema(&file.meta.path, &metadata)?,
+                ))
+            })
+            .buffered(FOOTER_CONCURRENCY)
+            .try_collect()
+            .await?;
+        let mut fields: Vec<Field> = vec![];
+        let mut first_seen: Vec<&str> = vec![];
+        for (path, schema) in &schemas {
+            for field in schema.fields() {
+                match fields.iter().position(|f| f.name() == field.name()) {
+                    None => {
+                        fields.push(field.as_ref().clone().with_nullable(true));
+                        first_seen.push(path);
+                    }
+                    Some(i) if fields[i].data_type() == field.data_type() => {}
+                    Some(i) => {
+                        let types = [fields[i].data_type().clone(), field.data_type().clone()];
+                        let Some(wider) = type_union_resolution(&types) else {
+                            return Err(DataFusionError::Plan(format!(
+                                "union_by_name: column '{}' is {} in {} but {} in {path}, and \
+                                 no type holds both",
+                                field.name(),
+                                types[0],
+                                first_seen[i],
+                                types[1]
+                            )));
+                        };
+                        fields[i] = fields[i].clone().with_data_type(wider);
+                    }
+                }
+            }
+        }
+        Ok(Schema::new(fields))
     }
 
     /// The index `options` ask for: none for a single file, an error if an index named
@@ -205,6 +271,20 @@ impl QuiverTable {
 
     pub fn is_listing_only(&self) -> bool {
         self.listing_only
+    }
+
+    /// The virtual columns this table has (those a file column of the same name does not
+    /// hide), which `*` leaves out.
+    pub fn virtual_columns(&self) -> Vec<String> {
+        self.schema.fields()[self.file_columns..]
+            .iter()
+            .map(|field| field.name())
+            .filter(|name| {
+                crate::source::VIRTUAL_COLUMNS.contains(&name.as_str())
+                    && !self.listing.hive_fields.iter().any(|h| h.name() == *name)
+            })
+            .cloned()
+            .collect()
     }
 
     /// Whether `column` comes from the listing (hive or virtual) rather than the files.
@@ -272,10 +352,9 @@ impl QuiverTable {
                 ScalarValue::iter_to_array(values)
             })
             .collect::<Result<Vec<_>>>()?;
-        if self.listing.files.is_empty() {
-            return Ok(RecordBatch::new_empty(schema));
-        }
-        Ok(RecordBatch::try_new(schema, columns)?)
+        // A table with no listing columns still has a row per file.
+        let rows = RecordBatchOptions::new().with_row_count(Some(self.listing.files.len()));
+        Ok(RecordBatch::try_new_with_options(schema, columns, &rows)?)
     }
 
     /// Files that pass the filters on listing columns.
@@ -616,14 +695,21 @@ impl QuiverTable {
     }
 }
 
-/// `file_fields`, then the listing's hive and virtual columns that the files do not have.
-fn listing_fields(listing: &Listing, file_fields: &[Arc<Field>]) -> Vec<Arc<Field>> {
+/// `file_fields`, then the listing's hive and (if asked) virtual columns that the files do
+/// not have.
+fn listing_fields(
+    listing: &Listing,
+    file_fields: &[Arc<Field>],
+    virtual_columns: bool,
+) -> Vec<Arc<Field>> {
     let mut fields = file_fields.to_vec();
-    for field in listing
-        .hive_fields
-        .iter()
-        .chain(crate::source::listing_virtual_fields().iter())
-    {
+    let virtual_fields = crate::source::listing_virtual_fields();
+    let virtual_fields: &[Arc<Field>] = if virtual_columns {
+        &virtual_fields
+    } else {
+        &[]
+    };
+    for field in listing.hive_fields.iter().chain(virtual_fields) {
         if !fields.iter().any(|f| f.name() == field.name()) {
             fields.push(Arc::clone(field));
         }

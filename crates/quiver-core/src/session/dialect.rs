@@ -1,6 +1,7 @@
-//! DuckDB's SQL where DataFusion's differs, rewritten before DataFusion parses it. Today:
+//! DuckDB's SQL where DataFusion's differs, rewritten before DataFusion parses it:
 //! `COPY ... TO 'target' (FORMAT parquet, PARTITION_BY (a))`, DuckDB's option list, becomes
-//! DataFusion's `STORED AS PARQUET PARTITIONED BY (a)`. Other SQL passes through unchanged.
+//! DataFusion's `STORED AS PARQUET PARTITIONED BY (a)`, and `SUMMARIZE x` becomes
+//! `CALL quiver_summarize('x')` (see `summarize`). Other SQL passes through unchanged.
 
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -57,6 +58,43 @@ pub fn rewrite_duckdb_copy(sql: &str) -> String {
         }
     }
     out.concat()
+}
+
+/// `SUMMARIZE <table or query>` as `CALL quiver_summarize('<table or query>')`, a statement
+/// DataFusion parses; the session answers it.
+pub fn rewrite_summarize(sql: &str) -> String {
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
+        return sql.to_string();
+    };
+    let mut out = String::with_capacity(sql.len());
+    let mut at_start = true;
+    let mut i = 0;
+    while i < tokens.len() {
+        let token = &tokens[i];
+        let summarize = matches!(token, Token::Word(w)
+            if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("summarize"));
+        if at_start && summarize {
+            let end = tokens[i..]
+                .iter()
+                .position(|t| *t == Token::SemiColon)
+                .map_or(tokens.len(), |n| i + n);
+            let target: String = tokens[i + 1..end].iter().map(|t| t.to_string()).collect();
+            out.push_str(&format!(
+                "CALL quiver_summarize('{}')",
+                target.trim().replace('\'', "''")
+            ));
+            i = end;
+            continue;
+        }
+        match token {
+            Token::SemiColon => at_start = true,
+            Token::Whitespace(_) => {}
+            _ => at_start = false,
+        }
+        out.push_str(&token.to_string());
+        i += 1;
+    }
+    out
 }
 
 /// Parses `(KEY value, KEY (a, b), ...)` starting at `tokens[start]` (the `(`); returns the
@@ -166,5 +204,19 @@ mod tests {
         );
         let untouched = "SELECT '(x)' AS to_do FROM t WHERE b IN (1, 2)";
         assert_eq!(rewrite_duckdb_copy(untouched), untouched);
+    }
+
+    #[test]
+    fn summarize_becomes_a_call() {
+        assert_eq!(
+            rewrite_summarize("SET x = 1; SUMMARIZE 'data/*.parquet';"),
+            "SET x = 1; CALL quiver_summarize('''data/*.parquet''');"
+        );
+        assert_eq!(
+            rewrite_summarize("summarize SELECT a FROM t"),
+            "CALL quiver_summarize('SELECT a FROM t')"
+        );
+        let untouched = "SELECT summarize FROM t";
+        assert_eq!(rewrite_summarize(untouched), untouched);
     }
 }

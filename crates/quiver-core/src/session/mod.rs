@@ -7,21 +7,23 @@ mod index_answers;
 mod index_calls;
 mod listing_only;
 mod relations;
+mod summarize;
+mod virtual_columns;
 
 use std::sync::Arc;
 use web_time::Instant;
 
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::array::{ArrayRef, UInt64Array};
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::array::{ArrayRef, StringArray, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::TableProvider;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{CopyToSource, CopyToStatement, DFParser, Statement};
-use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
+use datafusion::sql::sqlparser::ast::{Statement as SqlStatement, TableFactor};
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
@@ -35,6 +37,7 @@ use crate::metrics::QueryMetrics;
 use crate::options::QuiverOptions;
 use crate::runtime::QuiverRuntime;
 use crate::source::ListingOptions;
+use crate::sql_types::sql_type_name;
 use crate::table::{QuiverTable, TableOptions};
 
 use listing_only::answers_from_listing;
@@ -162,7 +165,7 @@ impl QuiverSession {
 
     /// Runs every `;`-separated statement in order and returns the last one's output.
     pub async fn run(&self, sql: &str) -> Result<QueryOutput> {
-        let sql = dialect::rewrite_duckdb_copy(sql);
+        let sql = dialect::rewrite_summarize(&dialect::rewrite_duckdb_copy(sql));
         let statements = DFParser::parse_sql_with_dialect(&sql, &GenericDialect {})?;
         if statements.is_empty() {
             return Err(DataFusionError::Plan("no SQL statement given".into()));
@@ -172,10 +175,16 @@ impl QuiverSession {
             last = Some(match statement {
                 Statement::CopyTo(copy) => self.run_copy(copy).await?,
                 Statement::Statement(inner) => match inner.as_ref() {
-                    SqlStatement::Call(function) => match index_calls::index_call(function) {
-                        Some(call) => self.run_index_call(call?).await?,
-                        None => self.run_statement(Statement::Statement(inner)).await?,
-                    },
+                    SqlStatement::Call(function) => {
+                        match (
+                            index_calls::index_call(function),
+                            summarize::summarize_call(function),
+                        ) {
+                            (Some(call), _) => self.run_index_call(call?).await?,
+                            (_, Some(target)) => self.run_summarize(&target?).await?,
+                            _ => self.run_statement(Statement::Statement(inner)).await?,
+                        }
+                    }
                     _ => self.run_statement(Statement::Statement(inner)).await?,
                 },
                 other => self.run_statement(other).await?,
@@ -206,7 +215,10 @@ impl QuiverSession {
     /// the optimised plan then reads listings only, no file is opened at all. Otherwise
     /// each table reads its first footer for the file columns, and the statement is planned
     /// again.
-    async fn logical_plan(&self, statement: Statement) -> Result<LogicalPlan> {
+    async fn logical_plan(&self, mut statement: Statement) -> Result<LogicalPlan> {
+        if let Statement::Statement(inner) = &mut statement {
+            relations::describe_path_as_query(inner);
+        }
         let statement = self.answer_file_subqueries(statement).await;
         let found = self.path_tables_of(&statement)?;
         let planned = self.plan_with_path_tables(&statement, &found).await;
@@ -223,14 +235,15 @@ impl QuiverSession {
         if found.is_empty() {
             return state.statement_to_plan(statement.clone()).await;
         }
+        let named = virtual_columns::names_virtual_column(&statement.to_string());
         let mut listed = Vec::with_capacity(found.len());
         for path_table in found {
             let options = ListingOptions {
                 hive_partitioning: path_table.hive_partitioning,
                 s3: QuiverOptions::of(state.config_options()).s3(),
             };
-            let table =
-                QuiverTable::list(&self.runtime, path_table.patterns.clone(), &options).await?;
+            let patterns = path_table.patterns.clone();
+            let table = QuiverTable::list(&self.runtime, patterns, &options, named).await?;
             let provider: Arc<dyn TableProvider> = match path_table.metadata {
                 // Metadata tables are whole once listed: their footers are read by the scan.
                 Some(kind) => Arc::new(MetadataTable::new(kind, table.files())),
@@ -270,25 +283,27 @@ impl QuiverSession {
                     .as_deref()
                     .map(|s| self.parse_schema(s))
                     .transpose()?,
+                union_by_name: path_table.union_by_name,
                 ..TableOptions::for_session(state.config_options())
             };
             let full = table.with_file_columns(&self.runtime, &options).await?;
             self.tables.insert(path_table.key.clone(), Arc::new(full));
         }
-        state.statement_to_plan(statement.clone()).await
+        let mut statement = statement.clone();
+        if let (true, Some(inner)) = (named, sql_statement(&mut statement)) {
+            virtual_columns::hide_from_wildcards(inner, &|factor: &TableFactor| {
+                relations::relation_of(factor, &self.tables)
+            });
+        }
+        state.statement_to_plan(statement).await
     }
 
     /// `_path IN (subquery)` with the subquery's answer in its place (see
     /// `file_subqueries`). A subquery that fails on its own (a correlated one), answers
     /// with other than one column, or with too many values, is left as it was.
     async fn answer_file_subqueries(&self, mut statement: Statement) -> Statement {
-        let inner = match &mut statement {
-            Statement::Statement(inner) => inner.as_mut(),
-            Statement::Explain(explain) => match explain.statement.as_mut() {
-                Statement::Statement(inner) => inner.as_mut(),
-                _ => return statement,
-            },
-            _ => return statement,
+        let Some(inner) = sql_statement(&mut statement) else {
+            return statement;
         };
         file_subqueries::add_join_subqueries(inner);
         let mut answers = vec![];
@@ -347,6 +362,14 @@ impl QuiverSession {
         let metrics = self.begin_query();
         let started = Instant::now();
         let plan = self.logical_plan(statement).await?;
+        if let LogicalPlan::DescribeTable(described) = &plan {
+            let batch = describe_batch(&described.schema)?;
+            return Ok(QueryOutput {
+                schema: batch.schema(),
+                batches: vec![batch],
+                metrics,
+            });
+        }
         let frame = self.context.execute_logical_plan(plan).await?;
         let physical = frame.create_physical_plan().await?;
         metrics.record_phase("plan", started.elapsed());
@@ -464,6 +487,26 @@ impl QuiverSession {
         })
     }
 
+    /// SUMMARIZE (see `summarize`): the source's columns, then one aggregate over them.
+    async fn run_summarize(&self, target: &str) -> Result<QueryOutput> {
+        let source = summarize::source_query(target);
+        let parse = |sql: &str| -> Result<Statement> {
+            DFParser::parse_sql_with_dialect(sql, &GenericDialect {})?
+                .pop_front()
+                .ok_or_else(|| DataFusionError::Plan(format!("SUMMARIZE: nothing in {sql}")))
+        };
+        let columns = self.logical_plan(parse(&source)?).await?;
+        let columns = columns.schema().as_arrow().clone();
+        let mut output = self
+            .run_statement(parse(&summarize::summary_query(&columns, &source))?)
+            .await?;
+        let answer = datafusion::arrow::compute::concat_batches(&output.schema, &output.batches)?;
+        let batch = summarize::summary_batch(&columns, &answer)?;
+        output.schema = batch.schema();
+        output.batches = vec![batch];
+        Ok(output)
+    }
+
     /// With a remote executor, a COPY whose query is a single fragment (scan, filter,
     /// projection) is written where the fragment runs; `None` otherwise.
     async fn write_where_fragments_run(
@@ -535,4 +578,35 @@ impl QuiverSession {
         )?;
         Ok(Arc::new(plan.schema().as_arrow().clone()))
     }
+}
+
+/// The SQL statement itself, or the one EXPLAIN explains.
+fn sql_statement(statement: &mut Statement) -> Option<&mut SqlStatement> {
+    match statement {
+        Statement::Statement(inner) => Some(inner.as_mut()),
+        Statement::Explain(explain) => match explain.statement.as_mut() {
+            Statement::Statement(inner) => Some(inner.as_mut()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// DESCRIBE's answer as DuckDB gives it: one row per column with its SQL type name.
+fn describe_batch(schema: &Schema) -> Result<RecordBatch> {
+    let fields = schema.fields();
+    let text = |value: &dyn Fn(&Field) -> Option<String>| -> ArrayRef {
+        Arc::new(StringArray::from_iter(fields.iter().map(|f| value(f))))
+    };
+    Ok(RecordBatch::try_from_iter([
+        ("column_name", text(&|f| Some(f.name().clone()))),
+        ("column_type", text(&|f| Some(sql_type_name(f.data_type())))),
+        (
+            "null",
+            text(&|f| Some(if f.is_nullable() { "YES" } else { "NO" }.into())),
+        ),
+        ("key", text(&|_| None)),
+        ("default", text(&|_| None)),
+        ("extra", text(&|_| None)),
+    ])?)
 }

@@ -16,12 +16,17 @@ use datafusion::logical_expr::planner::{
 };
 use datafusion::logical_expr::LogicalPlanBuilder;
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, Expr as SqlExpr, FunctionArg, FunctionArgExpr, ObjectName, Query, SelectItem,
-    SetExpr, TableFactor, Value, Visit, Visitor,
+    BinaryOperator, DescribeAlias, Expr as SqlExpr, FunctionArg, FunctionArgExpr, Ident,
+    ObjectName, Query, SelectItem, SetExpr, Statement as SqlStatement, TableFactor, Value, Visit,
+    Visitor,
 };
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::Parser;
 
+use super::virtual_columns::Relation;
 use crate::metadata::MetadataKind;
 use crate::source::is_signed_url;
+use crate::table::as_quiver_table;
 
 /// A table the SQL names by path, with its options, as parsed from the statement.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,6 +39,8 @@ pub struct PathTable {
     pub hive_partitioning: Option<bool>,
     /// `col TYPE, …` as written.
     pub schema: Option<String>,
+    /// Columns of every file matched by name, rather than the first file's.
+    pub union_by_name: bool,
 }
 
 /// Tables built for the statements of one session, by key.
@@ -119,7 +126,7 @@ pub fn uses_wildcard<V: Visit>(statement: &V) -> bool {
     finder.0
 }
 
-fn path_table(factor: &TableFactor) -> Option<Result<PathTable>> {
+pub(super) fn path_table(factor: &TableFactor) -> Option<Result<PathTable>> {
     let TableFactor::Table { name, args, .. } = factor else {
         return None;
     };
@@ -130,7 +137,7 @@ fn path_table(factor: &TableFactor) -> Option<Result<PathTable>> {
         }
         Some(args) => MetadataKind::from_function(&function).map(|kind| {
             let mut table = read_parquet_args(name, &args.args)?;
-            if table.hive_partitioning.is_some() || table.schema.is_some() {
+            if table.hive_partitioning.is_some() || table.schema.is_some() || table.union_by_name {
                 return plan_err!("{function} takes a path or list of paths only");
             }
             table.metadata = Some(kind);
@@ -143,6 +150,7 @@ fn path_table(factor: &TableFactor) -> Option<Result<PathTable>> {
                 patterns: vec![path],
                 hive_partitioning: None,
                 schema: None,
+                union_by_name: false,
             })
         }),
     }
@@ -177,6 +185,7 @@ fn read_parquet_args(name: &ObjectName, args: &[FunctionArg]) -> Result<PathTabl
         patterns: vec![],
         hive_partitioning: None,
         schema: None,
+        union_by_name: false,
     };
     for arg in args {
         let (option, value) = match arg {
@@ -201,9 +210,10 @@ fn read_parquet_args(name: &ObjectName, args: &[FunctionArg]) -> Result<PathTabl
             None => return plan_err!("{name} takes one path or list of paths, then named options"),
             Some("hive_partitioning") => table.hive_partitioning = Some(boolean(value)?),
             Some("schema") => table.schema = Some(string(value)?),
+            Some("union_by_name") => table.union_by_name = boolean(value)?,
             Some(other) => {
                 return plan_err!(
-                    "{name}: unknown option '{other}' (known: hive_partitioning, schema)"
+                    "{name}: unknown option '{other}' (known: hive_partitioning, schema, union_by_name)"
                 )
             }
         }
@@ -247,6 +257,29 @@ fn boolean(value: &SqlExpr) -> Result<bool> {
     }
 }
 
+/// `DESCRIBE 'data/*.parquet'` as `DESCRIBE SELECT * FROM 'data/*.parquet'`, which DataFusion
+/// plans with the path table like any query (its own DESCRIBE looks names up in the catalog).
+pub fn describe_path_as_query(statement: &mut SqlStatement) {
+    let SqlStatement::ExplainTable {
+        describe_alias: DescribeAlias::Describe | DescribeAlias::Desc,
+        table_name,
+        ..
+    } = statement
+    else {
+        return;
+    };
+    if quoted_path(table_name).is_none() {
+        return;
+    }
+    let text = format!("DESCRIBE SELECT * FROM {table_name}");
+    if let Ok(query) = Parser::new(&GenericDialect {})
+        .try_with_sql(&text)
+        .and_then(|mut p| p.parse_statement())
+    {
+        *statement = query;
+    }
+}
+
 /// The name a path table goes by in plans, as DuckDB names it: the last path segment
 /// without wildcards, less `.parquet` (`'data/lineitem/*.parquet'` is `lineitem`).
 fn table_name(patterns: &[String]) -> String {
@@ -262,6 +295,49 @@ fn table_name(patterns: &[String]) -> String {
         .find(|segment| !segment.is_empty() && !segment.contains(['*', '?', '{', '[']))
         .map(|segment| segment.trim_end_matches(".parquet").to_string())
         .unwrap_or_else(|| "parquet".to_string())
+}
+
+/// A FROM item as `virtual_columns` sees it: the name its columns go by and, for a path
+/// table, its virtual columns. `None` for relations whose name is not known here (a table
+/// function or subquery without an alias).
+pub(super) fn relation_of(factor: &TableFactor, tables: &ResolvedTables) -> Option<Relation> {
+    let named = |name: &Ident| ObjectName::from(vec![name.clone()]);
+    let (alias, name, args) = match factor {
+        TableFactor::Table {
+            alias, name, args, ..
+        } => (alias, Some(name), args.is_some()),
+        TableFactor::Derived { alias, .. } | TableFactor::Function { alias, .. } => {
+            (alias, None, true)
+        }
+        _ => return None,
+    };
+    let alias = alias.as_ref().map(|a| named(&a.name));
+    let plain = |qualifier: Option<ObjectName>| {
+        qualifier.map(|qualifier| Relation {
+            qualifier,
+            virtual_columns: vec![],
+        })
+    };
+    match path_table(factor) {
+        Some(Ok(found)) => {
+            let own_name = match found.metadata {
+                Some(kind) => kind.function().to_string(),
+                None => table_name(&found.patterns),
+            };
+            let qualifier = alias.unwrap_or_else(|| named(&Ident::with_quote('"', own_name)));
+            let table = tables.get(&found.key)?;
+            let virtual_columns = as_quiver_table(table.as_ref())
+                .map(|t| t.virtual_columns())
+                .unwrap_or_default();
+            Some(Relation {
+                qualifier,
+                virtual_columns,
+            })
+        }
+        Some(Err(_)) => None,
+        None if args => plain(alias),
+        None => plain(alias.or_else(|| name.cloned())),
+    }
 }
 
 /// Plans path tables from what `ResolvedTables` holds for them.
@@ -328,6 +404,8 @@ mod tests {
             Some("a BIGINT, b DECIMAL(10,2)")
         );
         assert_eq!(found[0].hive_partitioning, Some(false));
+        let found = tables("SELECT * FROM read_parquet('d/*.parquet', union_by_name => true)");
+        assert!(found[0].union_by_name);
     }
 
     #[test]
@@ -351,6 +429,26 @@ mod tests {
         assert!(!wildcard(
             "SELECT DISTINCT _file, count(*) FROM 'data/*.parquet' GROUP BY 1"
         ));
+    }
+
+    #[test]
+    fn describe_of_a_path_describes_a_query_over_it() {
+        let parse = |sql: &str| {
+            Parser::new(&GenericDialect {})
+                .try_with_sql(sql)
+                .unwrap()
+                .parse_statement()
+                .unwrap()
+        };
+        let mut statement = parse("DESCRIBE 'data/*.parquet'");
+        describe_path_as_query(&mut statement);
+        assert_eq!(
+            statement.to_string(),
+            "DESCRIBE SELECT * FROM 'data/*.parquet'"
+        );
+        let mut statement = parse("DESCRIBE lineitem");
+        describe_path_as_query(&mut statement);
+        assert_eq!(statement.to_string(), "DESCRIBE lineitem");
     }
 
     #[test]

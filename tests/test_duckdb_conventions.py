@@ -1,0 +1,262 @@
+"""What a DuckDB user expects on first contact: `*` without virtual columns, SQL type names,
+tables that fit a screen, union_by_name, SUMMARIZE, and the shell (driven through a
+pseudo-terminal). Where DuckDB answers the same SQL, the answers are compared with its."""
+import datetime
+import decimal
+import errno
+import fcntl
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import termios
+import time
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from harness import parse_csv
+
+TYPES = pa.table({
+    "id": pa.array([1, 2, 3], pa.int64()),
+    "small": pa.array([1, None, 3], pa.int32()),
+    "name": pa.array(["a", None, "c"], pa.string()),
+    "price": pa.array([decimal.Decimal("1.50"), decimal.Decimal("2.25"), None],
+                      pa.decimal128(15, 2)),
+    "day": pa.array([datetime.date(2024, 1, d) for d in (1, 2, 3)], pa.date32()),
+    "at": pa.array([datetime.datetime(2024, 1, 1, h) for h in (1, 2, 3)], pa.timestamp("us")),
+    "ratio": pa.array([0.5, 1.5, None], pa.float64()),
+    "ok": pa.array([True, False, None], pa.bool_()),
+    "tags": pa.array([["x"], [], None], pa.list_(pa.string())),
+})
+
+
+@pytest.fixture
+def typed(tmp_path):
+    pq.write_table(TYPES, tmp_path / "t.parquet")
+    os.makedirs(tmp_path / "many")
+    for i in range(3):
+        pq.write_table(TYPES, tmp_path / "many" / f"p{i}.parquet")
+    return tmp_path
+
+
+def duck(sql, cwd):
+    """DuckDB's answer to `sql`, run in `cwd`, as (header, rows of text)."""
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        relation = duckdb.connect().sql(sql)
+        rows = [["" if v is None else str(v) for v in row] for row in relation.fetchall()]
+        return list(relation.columns), rows
+    finally:
+        os.chdir(here)
+
+
+# virtual columns stay out of *
+
+
+def test_star_is_the_files_columns_only_in_every_format(quiver, typed):
+    header, rows = quiver.csv("SELECT * FROM 't.parquet'", cwd=typed)
+    assert header == TYPES.column_names and len(rows) == 3
+    assert header == duck("SELECT * FROM 't.parquet'", typed)[0]
+    out = json.loads(quiver.ok("query", "--format", "json", "SELECT * FROM 'many/*.parquet'",
+                               cwd=typed))
+    # (JSON leaves out null values, so the keys of all rows together.)
+    assert len(out) == 9 and set().union(*out) == set(TYPES.column_names)
+
+
+def test_virtual_columns_appear_when_named_and_still_drop_files(quiver, typed):
+    header, rows = quiver.csv("SELECT _file, * FROM 'many/*.parquet' WHERE _file = 'p1.parquet'",
+                              cwd=typed)
+    assert header == ["_file"] + TYPES.column_names
+    assert len(rows) == 3 and {r[0] for r in rows} == {"p1.parquet"}
+    proc = quiver.run("query", "--profile", "--format", "csv",
+                      "SELECT * FROM 'many/*.parquet' WHERE _path LIKE '%p2%'", cwd=typed)
+    assert proc.returncode == 0, proc.stderr
+    assert parse_csv(proc.stdout)[0] == TYPES.column_names
+    assert re.search(r"files: 1 read, 2 pruned", proc.stderr), proc.stderr
+    # t.* over a join: each side's own columns.
+    header, _ = quiver.csv(
+        "SELECT a.*, b._size FROM 'many/p0.parquet' a JOIN 'many/p1.parquet' b ON a.id = b.id",
+        cwd=typed)
+    assert header == TYPES.column_names + ["_size"]
+    header, rows = quiver.csv(
+        "SELECT * FROM 'many/p0.parquet' a JOIN 'many/p1.parquet' b ON a.id = b.id "
+        "WHERE b._file = 'p1.parquet'", cwd=typed)
+    assert header == TYPES.column_names * 2 and len(rows) == 3
+
+
+def test_describe_names_sql_types_as_duckdb_does(quiver, typed):
+    header, rows = quiver.csv("DESCRIBE 't.parquet'", cwd=typed)
+    assert header == ["column_name", "column_type", "null", "key", "default", "extra"]
+    _, theirs = duck("DESCRIBE SELECT * FROM 't.parquet'", typed)
+    assert [r[:2] for r in rows] == [r[:2] for r in theirs]
+    header, rows = quiver.csv("DESCRIBE SELECT id, name AS n FROM 't.parquet'", cwd=typed)
+    assert [r[:2] for r in rows] == [["id", "BIGINT"], ["n", "VARCHAR"]]
+
+
+# tables that fit a screen
+
+
+def test_a_long_table_shows_its_first_and_last_rows_and_counts(quiver, tmp_path):
+    n = 150_000
+    pq.write_table(pa.table({"id": pa.array(range(n), pa.int64()),
+                             "name": [f"row {i}" for i in range(n)]}), tmp_path / "big.parquet")
+    text = quiver.ok("query", "SELECT * FROM 'big.parquet' ORDER BY id", cwd=tmp_path)
+    lines = text.splitlines()
+    assert len(lines) < 60, text
+    assert re.search(r"│\s+id\s+│\s+name\s+│", lines[1]) and re.search(r"bigint.*varchar", lines[2])
+    assert "row 0 " in text and "row 149999" in text and "row 75000" not in text
+    assert "150,000 rows (40 shown)" in text
+    everything = quiver.ok("query", "--max-rows", "0", "SELECT * FROM 'big.parquet' LIMIT 1000",
+                           cwd=tmp_path)
+    assert len(everything.splitlines()) == 1000 + 5
+    # CSV stays whole.
+    assert len(quiver.ok("query", "--format", "csv", "SELECT id FROM 'big.parquet'",
+                         cwd=tmp_path).splitlines()) == n + 1
+
+
+# union_by_name
+
+
+def test_union_by_name_matches_columns_across_files(quiver, tmp_path):
+    os.makedirs(tmp_path / "u")
+    pq.write_table(pa.table({"id": pa.array([1, 2], pa.int32()), "x": ["a", "b"]}),
+                   tmp_path / "u" / "1.parquet")
+    pq.write_table(pa.table({"y": [0.5], "id": pa.array([3], pa.int64())}),
+                   tmp_path / "u" / "2.parquet")
+    sql = ("SELECT * FROM read_parquet('u/*.parquet', union_by_name => true) "
+           "ORDER BY id")
+    header, rows = quiver.csv(sql, cwd=tmp_path)
+    theirs = duck(sql.replace("=> true", "= true"), tmp_path)
+    assert header == theirs[0] == ["id", "x", "y"]
+    assert rows == theirs[1]
+    described = quiver.csv(
+        "DESCRIBE SELECT * FROM read_parquet('u/*.parquet', union_by_name => true)",
+        cwd=tmp_path)[1]
+    assert [r[:2] for r in described] == [["id", "BIGINT"], ["x", "VARCHAR"], ["y", "DOUBLE"]]
+    # Without it, the first file's columns.
+    assert quiver.csv("SELECT * FROM 'u/*.parquet' ORDER BY id", cwd=tmp_path)[0] == ["id", "x"]
+    pq.write_table(pa.table({"x": pa.array([[1]], pa.list_(pa.int64()))}),
+                   tmp_path / "u" / "3.parquet")
+    proc = quiver.run("query", sql, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "union_by_name" in proc.stderr and "'x'" in proc.stderr and "3.parquet" in proc.stderr
+
+
+# SUMMARIZE
+
+
+def test_summarize_agrees_with_duckdb(quiver, typed):
+    header, rows = quiver.csv("SUMMARIZE 'many/*.parquet'", cwd=typed)
+    theirs_header, theirs = duck("SUMMARIZE SELECT * FROM 'many/*.parquet'", typed)
+    assert header == list(theirs_header)
+    ours = {r[0]: dict(zip(header, r)) for r in rows}
+    theirs = {r[0]: dict(zip(theirs_header, r)) for r in theirs}
+    assert list(ours) == list(theirs)
+    for column, expected in theirs.items():
+        got = ours[column]
+        assert got["column_type"] == expected["column_type"], column
+        assert got["count"] == expected["count"] == "9", column
+        assert got["null_percentage"] == expected["null_percentage"], column
+        if column in ("id", "small", "name", "day"):
+            assert (got["min"], got["max"]) == (expected["min"], expected["max"]), column
+        if column in ("id", "small", "name"):
+            assert got["approx_unique"] == expected["approx_unique"], column
+    header, rows = quiver.csv("SUMMARIZE SELECT id * 2 AS twice FROM 't.parquet'", cwd=typed)
+    assert rows[0][:4] == ["twice", "BIGINT", "2", "6"]
+
+
+# the shell
+
+
+class Terminal:
+    """`quiver` on a pseudo-terminal: what a person at a keyboard sees."""
+
+    def __init__(self, quiver, cwd, home):
+        self.main, child = pty.openpty()
+        os.set_blocking(self.main, False)
+        env = dict(os.environ, HOME=str(home), TERM="xterm", COLUMNS="100", LINES="40")
+        # Its own session with the pty as controlling terminal, so that Ctrl-C is SIGINT.
+        self.proc = subprocess.Popen(
+            [quiver.path], stdin=child, stdout=child, stderr=child, cwd=cwd, env=env,
+            start_new_session=True, preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+        os.close(child)
+        self.seen = ""
+
+    def read_until(self, pattern, timeout=60):
+        deadline = time.time() + timeout
+        while not re.search(pattern, self.seen):
+            if time.time() > deadline:
+                raise AssertionError(f"{pattern!r} did not appear; the terminal shows:\n{self.seen}")
+            ready, _, _ = select.select([self.main], [], [], 0.2)
+            if ready:
+                try:
+                    text = os.read(self.main, 65536).decode(errors="replace")
+                except OSError as e:
+                    if e.errno != errno.EIO:
+                        raise
+                    text = ""
+                # The line editor may ask where the cursor is; a terminal answers.
+                for _ in range(text.count("\x1b[6n")):
+                    os.write(self.main, b"\x1b[1;1R")
+                self.seen += text
+        return self.seen
+
+    def send(self, text):
+        self.seen = ""
+        os.write(self.main, text.encode())
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+        os.close(self.main)
+
+
+def test_the_shell_runs_statements_over_lines_keeps_errors_and_cancels(quiver, typed, tmp_path):
+    n = 100_000
+    pq.write_table(pa.table({"k": pa.array(range(n), pa.int64())}), typed / "k.parquet")
+    term = Terminal(quiver, typed, tmp_path)
+    try:
+        term.read_until(r"quiver> ")
+        term.send("SELECT count(*)\r")
+        term.read_until(r"\.\.\.> ")
+        term.send("AS n FROM 't.parquet';\r")
+        term.read_until(r"│ +3 │[\s\S]*quiver> ")
+        term.send("SELEC nothing;\r")
+        term.read_until(r"Error: [\s\S]*quiver> ")
+        term.send(".mode csv\r")
+        term.read_until(r"quiver> ")
+        term.send(".timer on\r")
+        term.read_until(r"quiver> ")
+        term.send("SELECT 42 AS answer;\r")
+        term.read_until(r"answer\r?\n42[\s\S]*Run Time \(s\): real [\d.]+[\s\S]*quiver> ")
+        # Ctrl-C stops a query that would run for minutes, and the session goes on.
+        term.send("SELECT count(*) AS pairs FROM 'k.parquet' a, 'k.parquet' b "
+                  "WHERE a.k + b.k = -1;\r")
+        time.sleep(2)
+        started = time.time()
+        os.write(term.main, b"\x03")
+        term.read_until(r"Interrupted[\s\S]*quiver> ", timeout=30)
+        assert time.time() - started < 20
+        term.send("SELECT 7 AS still_here;\r")
+        term.read_until(r"still_here\r?\n7")
+        term.send(".quit\r")
+        assert term.proc.wait(timeout=30) == 0
+    finally:
+        term.close()
+    history = (tmp_path / ".quiver_history").read_text()
+    assert "SELECT 42 AS answer;" in history and "AS n FROM 't.parquet';" in history
+
+
+def test_quiver_alone_runs_piped_sql_as_a_script(quiver, typed):
+    proc = subprocess.run([quiver.path], input="SELECT count(*) AS n FROM 't.parquet';",
+                          cwd=typed, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"│\s+n\s+│", proc.stdout) and re.search(r"│\s+3\s+│", proc.stdout)
+    assert "shell" in quiver.ok("--help")
