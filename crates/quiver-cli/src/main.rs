@@ -1,18 +1,23 @@
-//! The `quiver` command: parses arguments, runs SQL through quiver-core, prints results.
-//! All behaviour lives in the core, where the browser and Lambda get it too.
+//! The `quiver` command: parses arguments, runs SQL through quiver-core, prints results;
+//! with no command, the interactive shell. All query behaviour lives in the core, where
+//! the browser and Lambda get it too.
+
+mod output;
+mod progress;
+mod shell;
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use datafusion::physical_plan::displayable;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use quiver_core::format::{write_batches, OutputFormat};
-use quiver_core::runtime::QuiverRuntime;
+use quiver_core::format::OutputFormat;
 use quiver_core::{describe, ExecutorKind, QuiverSession, SessionOptions};
+
+use output::{closed_pipe, print_result, Printing};
+use progress::Progress;
 
 /// mimalloc (see `quiver_core::allocator`).
 #[global_allocator]
@@ -20,6 +25,7 @@ static ALLOCATOR: quiver_core::allocator::MiMalloc = quiver_core::allocator::MiM
 
 const EXAMPLES: &str = "\
 Examples:
+  quiver                                   # the shell (on a terminal; piped SQL runs as a script)
   quiver query \"SELECT count(*) FROM 'data/*.parquet'\"
   quiver query --format csv \"SELECT _file, count(*) FROM 'data/**/*.parquet' GROUP BY 1\"
   quiver query \"SELECT * FROM read_parquet('logs/', hive_partitioning => true) WHERE date = '2024-01-01'\"
@@ -42,10 +48,15 @@ Examples:
 Queries use the index beside the data on their own (quiver.index = auto | off | URI).";
 
 #[derive(Parser)]
-#[command(name = "quiver", version, about = "SQL over Parquet files", after_help = EXAMPLES)]
+#[command(
+    name = "quiver",
+    version,
+    about = "SQL over Parquet files: `quiver` alone opens a shell",
+    after_help = EXAMPLES
+)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand)]
@@ -100,6 +111,10 @@ struct QueryArgs {
     /// Output format: table, csv, json, arrow, parquet.
     #[arg(long, short, default_value = "table")]
     format: OutputFormat,
+    /// Rows a table shows at most, the first and last halves (0: all). Other formats are
+    /// always whole.
+    #[arg(long, value_name = "N", default_value_t = 40)]
+    max_rows: usize,
     /// Write the result to this file instead of standard output.
     #[arg(long, short)]
     output: Option<PathBuf>,
@@ -200,8 +215,8 @@ fn parse_executor(text: &str) -> Result<ExecutorKind, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let threads = match &cli.command {
-        Command::Query(args) | Command::Explain(args) => args.threads,
-        Command::Index(_) => None,
+        Some(Command::Query(args) | Command::Explain(args)) => args.threads,
+        Some(Command::Index(_)) | None => None,
     }
     .unwrap_or_else(|| SessionOptions::default().threads)
     .max(1);
@@ -213,7 +228,21 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(e) => return fail(&format!("cannot start the runtime: {e}")),
     };
-    match runtime.block_on(run(cli.command, threads)) {
+    let outcome = match cli.command {
+        Some(command) => runtime.block_on(run(command, threads)),
+        None if std::io::stdin().is_terminal() => QuiverSession::new(SessionOptions::default())
+            .map_err(|e| describe(&e))
+            .and_then(|session| {
+                quiver_lambda_executor::register_options(&session);
+                shell::run(&runtime, session)
+            }),
+        // Piped SQL runs as a script, as `quiver query -` does.
+        None => match Cli::parse_from(["quiver", "query", "-"]).command {
+            Some(script) => runtime.block_on(run(script, threads)),
+            None => unreachable!("the arguments name a command"),
+        },
+    };
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => fail(&message),
     }
@@ -287,37 +316,14 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
             );
         }
     }
-    match &args.output {
-        Some(path) => {
-            let file =
-                std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            write_batches(
-                args.format,
-                &output.schema,
-                &output.batches,
-                std::io::BufWriter::new(file),
-            )
-        }
-        None => {
-            if args.format.is_binary() && std::io::stdout().is_terminal() {
-                return Err(
-                    "refusing to write binary output to a terminal; use --output FILE or a pipe"
-                        .into(),
-                );
-            }
-            let written = write_batches(
-                args.format,
-                &output.schema,
-                &output.batches,
-                std::io::BufWriter::new(std::io::stdout()),
-            );
-            match written {
-                Err(e) if closed_pipe(&e) => Ok(()),
-                other => other,
-            }
-        }
-    }
-    .map_err(|e| describe(&e))
+    let printing = Printing {
+        format: args.format,
+        layout: quiver_core::format::TableLayout {
+            max_rows: args.max_rows,
+            ..Printing::for_terminal().layout
+        },
+    };
+    print_result(&printing, &output, args.output.as_deref())
 }
 
 /// `quiver index build|refresh|show`: the session gives the settings (S3 endpoint, region).
@@ -358,23 +364,6 @@ async fn run_index(args: IndexArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether writing failed because the reader of standard output went away (`quiver query
-/// ... | head`): then the output ends quietly, as `cat`'s does. The CSV writer keeps only
-/// the io error's text, hence the second test.
-fn closed_pipe(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut next = Some(error);
-    while let Some(error) = next {
-        let io = error.downcast_ref::<std::io::Error>();
-        if io.is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-            || error.to_string().contains("Broken pipe")
-        {
-            return true;
-        }
-        next = error.source();
-    }
-    false
-}
-
 fn write_text(args: &QueryArgs, text: &str) -> Result<(), String> {
     match &args.output {
         Some(path) => std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display())),
@@ -382,40 +371,5 @@ fn write_text(args: &QueryArgs, text: &str) -> Result<(), String> {
             Err(e) if !closed_pipe(&e) => Err(format!("writing to standard output: {e}")),
             _ => Ok(()),
         },
-    }
-}
-
-/// A progress bar on standard error for queries that run longer than a second, when
-/// standard error is a terminal: buckets done and bytes read.
-struct Progress {
-    task: tokio::task::JoinHandle<()>,
-    bar: ProgressBar,
-}
-
-impl Progress {
-    fn start(runtime: Arc<QuiverRuntime>) -> Self {
-        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-        let shown = bar.clone();
-        let task = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            let bar = shown;
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} {elapsed} buckets {pos}/{len} · {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-            );
-            loop {
-                let now = runtime.metrics().snapshot();
-                bar.set_length(now.buckets_total);
-                bar.set_position(now.buckets_done);
-                bar.set_message(format!("{:.1} MB read", now.bytes_read as f64 / 1e6));
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        });
-        Self { task, bar }
-    }
-
-    fn finish(self) {
-        self.task.abort();
-        self.bar.finish_and_clear();
     }
 }

@@ -1,0 +1,346 @@
+//! The interactive shell `quiver` opens on a terminal, with DuckDB's habits: statements end
+//! at `;` and may span lines, history is kept in `~/.quiver_history`, Ctrl-C cancels the
+//! running query (or the line being typed) and keeps the session, Ctrl-D leaves, and dot
+//! commands set the output (`.mode`, `.maxrows`, `.timer`, `.profile`).
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use quiver_core::format::OutputFormat;
+use quiver_core::{describe, QuiverSession};
+use rustyline::completion::{Completer, FilenameCompleter, Pair};
+use rustyline::error::ReadlineError;
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::history::DefaultHistory;
+use rustyline::validate::Validator;
+use rustyline::{Context, Editor, Helper};
+
+use crate::output::{print_result, Printing};
+use crate::progress::Progress;
+
+const HELP: &str = "\
+Enter SQL ending with ';' (it may span lines). Ctrl-C cancels a running query, Ctrl-D leaves.
+  .help                       this text
+  .mode table|csv|json        how results print (now: {mode})
+  .maxrows N                  rows a table shows, first and last halves (0: all; now: {maxrows})
+  .timer on|off               print each statement's time
+  .profile on|off             print requests, bytes and time per phase after each statement
+  .read FILE                  run the SQL in FILE
+  .quit                       leave (also .exit, Ctrl-D)
+Examples:
+  SELECT * FROM 'data/*.parquet' LIMIT 10;
+  DESCRIBE 'data/*.parquet';
+  SELECT _file, count(*) FROM 'data/**/*.parquet' GROUP BY 1;";
+
+pub fn run(runtime: &tokio::runtime::Runtime, session: QuiverSession) -> Result<(), String> {
+    let mut editor: Editor<ShellHelper, DefaultHistory> =
+        Editor::new().map_err(|e| format!("cannot open the terminal: {e}"))?;
+    editor.set_helper(Some(ShellHelper {
+        files: FilenameCompleter::new(),
+    }));
+    let history = history_file();
+    if let Some(path) = &history {
+        let _ = editor.load_history(path);
+    }
+    println!(
+        "quiver {}: SQL over Parquet files. Enter \".help\" for help.",
+        env!("CARGO_PKG_VERSION")
+    );
+    let mut shell = Shell {
+        session,
+        printing: Printing::for_terminal(),
+        timer: false,
+        profile: false,
+    };
+    let mut statement = String::new();
+    loop {
+        let prompt = if statement.is_empty() {
+            "quiver> "
+        } else {
+            "   ...> "
+        };
+        match editor.readline(prompt) {
+            Ok(line) => {
+                if statement.is_empty() && line.trim_start().starts_with('.') {
+                    let _ = editor.add_history_entry(line.trim());
+                    match shell.dot_command(runtime, line.trim()) {
+                        Flow::Continue => continue,
+                        Flow::Quit => break,
+                    }
+                }
+                statement.push_str(&line);
+                statement.push('\n');
+                if is_complete(&statement) {
+                    let _ = editor.add_history_entry(statement.trim());
+                    shell.run_sql(runtime, statement.trim());
+                    statement.clear();
+                }
+            }
+            // Ctrl-C while typing drops what was typed.
+            Err(ReadlineError::Interrupted) => statement.clear(),
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(format!("reading input: {e}")),
+        }
+    }
+    if let Some(path) = &history {
+        let _ = editor.save_history(path);
+    }
+    Ok(())
+}
+
+struct Shell {
+    session: QuiverSession,
+    printing: Printing,
+    timer: bool,
+    profile: bool,
+}
+
+enum Flow {
+    Continue,
+    Quit,
+}
+
+impl Shell {
+    /// Runs `sql` until it ends or Ctrl-C cancels it; errors print and the session stays.
+    fn run_sql(&self, runtime: &tokio::runtime::Runtime, sql: &str) {
+        let started = Instant::now();
+        let outcome = runtime.block_on(async {
+            let progress = Progress::start(std::sync::Arc::clone(self.session.runtime()));
+            // Dropping the query's future stops its streams and tasks; caches stay.
+            let outcome = tokio::select! {
+                result = self.session.run(sql) => Some(result),
+                _ = tokio::signal::ctrl_c() => None,
+            };
+            progress.finish();
+            outcome
+        });
+        match outcome {
+            None => eprintln!("Interrupted: the query was cancelled."),
+            Some(Err(e)) => eprintln!("Error: {}", describe(&e)),
+            Some(Ok(output)) => {
+                if self.profile {
+                    eprint!("{}", output.metrics.report());
+                }
+                if let Err(e) = print_result(&self.printing, &output, None) {
+                    eprintln!("Error: {e}");
+                }
+            }
+        }
+        if self.timer {
+            println!("Run Time (s): real {:.3}", started.elapsed().as_secs_f64());
+        }
+    }
+
+    fn dot_command(&mut self, runtime: &tokio::runtime::Runtime, line: &str) -> Flow {
+        let mut words = line.split_whitespace();
+        let command = words.next().unwrap_or_default();
+        let argument = words.next();
+        let on_off = |value: Option<&str>, current: bool| match value {
+            Some("on") => Ok(true),
+            Some("off") => Ok(false),
+            None => Ok(!current),
+            Some(other) => Err(format!("{command} takes on or off, not '{other}'")),
+        };
+        let result: Result<(), String> = match command {
+            ".quit" | ".exit" | ".q" => return Flow::Quit,
+            ".help" => {
+                let mode = format!("{:?}", self.printing.format).to_lowercase();
+                let maxrows = self.printing.layout.max_rows.to_string();
+                println!(
+                    "{}",
+                    HELP.replace("{mode}", &mode).replace("{maxrows}", &maxrows)
+                );
+                Ok(())
+            }
+            ".timer" => on_off(argument, self.timer).map(|on| self.timer = on),
+            ".profile" => on_off(argument, self.profile).map(|on| self.profile = on),
+            ".mode" => match argument.map(str::parse::<OutputFormat>) {
+                Some(Ok(format)) if !format.is_binary() => {
+                    self.printing.format = format;
+                    Ok(())
+                }
+                Some(Ok(_)) => Err("the shell prints table, csv or json; use `quiver query --format` for binary output".into()),
+                Some(Err(e)) => Err(e),
+                None => Err(".mode takes table, csv or json".into()),
+            },
+            ".maxrows" => match argument.map(str::parse::<usize>) {
+                Some(Ok(rows)) => {
+                    self.printing.layout.max_rows = rows;
+                    Ok(())
+                }
+                _ => Err(".maxrows takes a number of rows (0: all)".into()),
+            },
+            ".read" => match argument {
+                Some(path) => match std::fs::read_to_string(path) {
+                    Ok(sql) => {
+                        self.run_sql(runtime, &sql);
+                        Ok(())
+                    }
+                    Err(e) => Err(format!("{path}: {e}")),
+                },
+                None => Err(".read takes a file name".into()),
+            },
+            other => Err(format!("unknown command {other}; enter .help for the list")),
+        };
+        if let Err(message) = result {
+            eprintln!("Error: {message}");
+        }
+        Flow::Continue
+    }
+}
+
+/// Whether `text` holds whole statements: its last token, past comments, is `;` (and no
+/// string or quoted name is left open).
+fn is_complete(text: &str) -> bool {
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, text).tokenize() else {
+        return false;
+    };
+    tokens
+        .iter()
+        .rev()
+        .find(|t| !matches!(t, Token::Whitespace(_)))
+        .is_some_and(|t| *t == Token::SemiColon)
+}
+
+fn history_file() -> Option<PathBuf> {
+    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".quiver_history"))
+}
+
+/// Tab completion: file names inside quotes, SQL words elsewhere.
+struct ShellHelper {
+    files: FilenameCompleter,
+}
+
+const WORDS: &[&str] = &[
+    "SELECT",
+    "FROM",
+    "WHERE",
+    "GROUP BY",
+    "ORDER BY",
+    "HAVING",
+    "LIMIT",
+    "OFFSET",
+    "JOIN",
+    "LEFT JOIN",
+    "INNER JOIN",
+    "ON",
+    "USING",
+    "AS",
+    "AND",
+    "OR",
+    "NOT",
+    "IN",
+    "IS NULL",
+    "IS NOT NULL",
+    "BETWEEN",
+    "LIKE",
+    "ILIKE",
+    "DISTINCT",
+    "COUNT",
+    "SUM",
+    "AVG",
+    "MIN",
+    "MAX",
+    "CASE",
+    "WHEN",
+    "THEN",
+    "ELSE",
+    "END",
+    "CAST",
+    "WITH",
+    "UNION ALL",
+    "DESCRIBE",
+    "EXPLAIN",
+    "SUMMARIZE",
+    "COPY",
+    "TO",
+    "CREATE VIEW",
+    "SET",
+    "SHOW",
+    "read_parquet",
+    "parquet_metadata",
+    "parquet_schema",
+    "parquet_file_metadata",
+    "parquet_kv_metadata",
+    "_path",
+    "_file",
+    "_size",
+];
+
+impl Completer for ShellHelper {
+    type Candidate = Pair;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        context: &Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let before = &line[..pos];
+        let in_quotes = before.matches('\'').count() % 2 == 1;
+        if in_quotes {
+            let start = before.rfind('\'').map(|i| i + 1).unwrap_or(0);
+            let (at, pairs) = self.files.complete(&line[start..], pos - start, context)?;
+            return Ok((start + at, pairs));
+        }
+        let start = before
+            .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map(|i| i + 1)
+            .unwrap_or(0);
+        let word = &before[start..];
+        if word.is_empty() {
+            return Ok((pos, vec![]));
+        }
+        let lower = word.chars().all(|c| !c.is_uppercase());
+        let pairs = WORDS
+            .iter()
+            .filter(|w| w.to_lowercase().starts_with(&word.to_lowercase()))
+            .map(|w| {
+                let text = if lower {
+                    w.to_lowercase()
+                } else {
+                    w.to_string()
+                };
+                Pair {
+                    display: text.clone(),
+                    replacement: text,
+                }
+            })
+            .collect();
+        Ok((start, pairs))
+    }
+}
+
+impl Hinter for ShellHelper {
+    type Hint = String;
+}
+
+impl Highlighter for ShellHelper {
+    fn highlight<'l>(&self, line: &'l str, _pos: usize) -> Cow<'l, str> {
+        Cow::Borrowed(line)
+    }
+}
+
+impl Validator for ShellHelper {}
+
+impl Helper for ShellHelper {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_end_at_a_semicolon_outside_strings_and_comments() {
+        assert!(is_complete("SELECT 1;"));
+        assert!(is_complete("SELECT 1;\n"));
+        assert!(is_complete("SELECT 1; -- done\n"));
+        assert!(!is_complete("SELECT 1"));
+        assert!(!is_complete("SELECT ';"));
+        assert!(!is_complete("SELECT 1 -- ;\n"));
+        assert!(!is_complete("SELECT 1; SELECT\n 2"));
+    }
+}
