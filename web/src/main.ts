@@ -34,8 +34,12 @@ const progressText = byId("progress-text");
 const runButton = byId<HTMLButtonElement>("run");
 const cancelButton = byId<HTMLButtonElement>("cancel");
 
+/** Settings a link carries with its query (keys never: they stay in this page's memory). */
+const LINKED_SETTINGS = ["quiver.s3_endpoint", "quiver.s3_region", "quiver.s3_anonymous"];
+const linkedSql = params.get("sql");
+
 const editor = new SqlEditor(byId<HTMLTextAreaElement>("sql"), byId("sql-highlight"), () => void runFromEditor());
-editor.value = examples(dataBase)[0].sql;
+editor.value = linkedSql ?? examples(dataBase)[0].sql;
 showExamples(byId("examples"), dataBase, (sql) => {
   editor.value = sql;
   editor.focus();
@@ -46,9 +50,10 @@ const chart = new ResultChart(byId("chart"));
 clearProfile(byId("profile"), "Run a query to see where its time went.");
 setUpSchemaView(byId("schema"), engine, `${dataBase}/single/lineitem.parquet`);
 const exports = new ResultExports(engine, (error) => showError(messageOf(error)));
-setUpS3Settings(engine);
+setUpS3Settings(engine, params);
 setUpTabs();
 showEngine();
+if (linkedSql !== null) void runLinkedQuery();
 
 runButton.addEventListener("click", () => void runFromEditor());
 cancelButton.addEventListener("click", () => {
@@ -67,8 +72,35 @@ interface Outcome {
 
 async function runFromEditor(): Promise<void> {
   if (running > 0) return;
+  rememberInUrl(editor.value);
   // The outcome is already on the page (status, error); nothing more to do with it here.
   await runQuery(editor.value, false).catch(() => {});
+}
+
+/** The query and its settings in the page's URL, so that a link reproduces the result. */
+function rememberInUrl(sql: string): void {
+  const url = new URL(location.href);
+  url.searchParams.set("sql", sql);
+  for (const key of LINKED_SETTINGS) {
+    const value = engine.setting(key);
+    if (value) url.searchParams.set(key, value);
+    else url.searchParams.delete(key);
+  }
+  history.replaceState(null, "", url);
+}
+
+/** A link's query runs as soon as the page opens, with the link's settings. */
+async function runLinkedQuery(): Promise<void> {
+  try {
+    for (const key of LINKED_SETTINGS) {
+      const value = params.get(key);
+      if (value) await engine.set(key, value);
+    }
+  } catch (error) {
+    showError(messageOf(error));
+    return;
+  }
+  await runFromEditor();
 }
 
 async function runQuery(sql: string, values: boolean): Promise<Outcome> {

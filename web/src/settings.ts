@@ -6,7 +6,7 @@ import type { EngineClient } from "./engine";
 
 const ANONYMOUS = "quiver.s3_anonymous";
 
-export function setUpS3Settings(engine: EngineClient): void {
+export function setUpS3Settings(engine: EngineClient, linked: URLSearchParams): void {
   const field = (id: string) => document.getElementById(id) as HTMLInputElement;
   const endpoint = field("s3-endpoint");
   const region = field("s3-region");
@@ -16,6 +16,10 @@ export function setUpS3Settings(engine: EngineClient): void {
   const anonymous = field("s3-anonymous");
   const status = document.getElementById("s3-status")!;
   const form = document.getElementById("s3-settings") as HTMLFormElement;
+  // A link's settings (main.ts applies them) show in the form.
+  endpoint.value = linked.get("quiver.s3_endpoint") ?? "";
+  region.value = linked.get("quiver.s3_region") ?? "";
+  anonymous.checked = linked.get(ANONYMOUS) === "true";
 
   // An empty field means the default: it is sent only to undo a value set before.
   const apply = async (key: string, value: string) => {
