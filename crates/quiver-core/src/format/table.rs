@@ -327,7 +327,13 @@ mod tests {
 
     fn render(batch: &RecordBatch, layout: TableLayout) -> String {
         let mut out = vec![];
-        write_table(&batch.schema(), std::slice::from_ref(batch), &layout, &mut out).unwrap();
+        write_table(
+            &batch.schema(),
+            std::slice::from_ref(batch),
+            &layout,
+            &mut out,
+        )
+        .unwrap();
         String::from_utf8(out).unwrap()
     }
 
