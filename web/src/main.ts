@@ -53,7 +53,6 @@ const exports = new ResultExports(engine, (error) => showError(messageOf(error))
 setUpS3Settings(engine, params);
 setUpTabs();
 showEngine();
-if (linkedSql !== null) void runLinkedQuery();
 
 runButton.addEventListener("click", () => void runFromEditor());
 cancelButton.addEventListener("click", () => {
@@ -251,3 +250,6 @@ window.quiver = {
   setCredentials: (accessKeyId, secretAccessKey, sessionToken) =>
     engine.setCredentials({ accessKeyId, secretAccessKey, sessionToken }),
 };
+
+// Last, once everything above is initialised: a link's query runs as the page opens.
+if (linkedSql !== null) void runLinkedQuery();
