@@ -5,6 +5,7 @@
 
 use std::borrow::Cow;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use quiver_core::format::OutputFormat;
@@ -16,6 +17,7 @@ use rustyline::hint::Hinter;
 use rustyline::history::DefaultHistory;
 use rustyline::validate::Validator;
 use rustyline::{Context, Editor, Helper};
+use tokio::sync::Notify;
 
 use crate::output::{print_result, Printing};
 use crate::progress::Progress;
@@ -48,7 +50,15 @@ pub fn run(runtime: &tokio::runtime::Runtime, session: QuiverSession) -> Result<
         "quiver {}: SQL over Parquet files. Enter \".help\" for help.",
         env!("CARGO_PKG_VERSION")
     );
+    let interrupts = Arc::new(Notify::new());
+    let notify = Arc::clone(&interrupts);
+    // SIGINT comes only while a query runs: at the prompt the line editor reads Ctrl-C as a
+    // key. ctrlc rather than tokio's `signal` feature, which would change tokio's build for
+    // the Lambda functions too (cargo-lambda then rebuilds them from scratch in CI).
+    ctrlc::set_handler(move || notify.notify_waiters())
+        .map_err(|e| format!("cannot handle Ctrl-C: {e}"))?;
     let mut shell = Shell {
+        interrupts,
         session,
         printing: Printing::for_terminal(),
         timer: false,
@@ -91,6 +101,8 @@ pub fn run(runtime: &tokio::runtime::Runtime, session: QuiverSession) -> Result<
 }
 
 struct Shell {
+    /// Woken by Ctrl-C.
+    interrupts: Arc<Notify>,
     session: QuiverSession,
     printing: Printing,
     timer: bool,
@@ -107,11 +119,13 @@ impl Shell {
     fn run_sql(&self, runtime: &tokio::runtime::Runtime, sql: &str) {
         let started = Instant::now();
         let outcome = runtime.block_on(async {
-            let progress = Progress::start(std::sync::Arc::clone(self.session.runtime()));
+            let progress = Progress::start(Arc::clone(self.session.runtime()));
+            // Registered before the query starts, so a Ctrl-C from now on wakes it.
+            let interrupted = self.interrupts.notified();
             // Dropping the query's future stops its streams and tasks; caches stay.
             let outcome = tokio::select! {
                 result = self.session.run(sql) => Some(result),
-                _ = tokio::signal::ctrl_c() => None,
+                _ = interrupted => None,
             };
             progress.finish();
             outcome
