@@ -130,15 +130,7 @@ impl QuiverTable {
         let stored = match &index {
             _ if options.union_by_name => self.union_schema(runtime, options).await?,
             Some(index) if index.is_fresh(&first.meta) => index.data_schema().as_ref().clone(),
-            _ => {
-                let source = runtime
-                    .sources
-                    .for_path(&first.meta.path, &options.listing.s3)?;
-                let metadata = runtime
-                    .footer(source.as_ref(), &first.meta, &runtime.metrics())
-                    .await?;
-                arrow_schema(&first.meta.path, &metadata)?
-            }
+            _ => stored_schema(runtime, &first.meta, options).await?,
         };
 
         let stored = if options.binary_as_string {
@@ -194,16 +186,8 @@ impl QuiverTable {
     ) -> Result<Schema> {
         let schemas: Vec<(String, Schema)> = stream::iter(self.listing.files.iter())
             .map(|file| async move {
-                let source = runtime
-                    .sources
-                    .for_path(&file.meta.path, &options.listing.s3)?;
-                let metadata = runtime
-                    .footer(source.as_ref(), &file.meta, &runtime.metrics())
-                    .await?;
-                Ok::<_, DataFusionError>((
-                    file.meta.path.clone(),
-                    arrow_schema(&file.meta.path, &metadata)?,
-                ))
+                let schema = stored_schema(runtime, &file.meta, options).await?;
+                Ok::<_, DataFusionError>((file.meta.path.clone(), schema))
             })
             .buffered(FOOTER_CONCURRENCY)
             .try_collect()
@@ -715,6 +699,19 @@ fn listing_fields(
         }
     }
     fields
+}
+
+/// A file's columns as its footer stores them (read through the footer cache).
+async fn stored_schema(
+    runtime: &QuiverRuntime,
+    meta: &crate::source::ObjectMeta,
+    options: &TableOptions,
+) -> Result<Schema> {
+    let source = runtime.sources.for_path(&meta.path, &options.listing.s3)?;
+    let metadata = runtime
+        .footer(source.as_ref(), meta, &runtime.metrics())
+        .await?;
+    Ok(arrow_schema(&meta.path, &metadata)?)
 }
 
 /// The Quiver table behind a DataFusion table provider, if it is one.
