@@ -4,6 +4,9 @@
 //! (the threads build), or on the engine worker itself (the single-threaded build, for
 //! pages that are not cross-origin isolated). The API is in docs/browser.md.
 
+mod page_files;
+
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -11,6 +14,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::ipc::writer::StreamWriter;
+use futures::future::{AbortHandle, Abortable};
 use quiver_core::exec::ComputePool;
 use quiver_core::format::{write_batches, OutputFormat};
 use quiver_core::inspect::describe_files;
@@ -20,6 +24,7 @@ use quiver_core::source::S3Credentials;
 use quiver_core::{describe, ExecutorKind, QuiverSession, SessionOptions};
 use serde_json::{json, Value};
 use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::future_to_promise;
 use web_time::Instant;
 
@@ -31,9 +36,19 @@ fn js_error(error: impl std::fmt::Display) -> JsValue {
     js_sys::Error::new(&error.to_string()).into()
 }
 
+/// The message of an error JavaScript threw.
+fn message_of(error: &JsValue) -> String {
+    match error.dyn_ref::<js_sys::Error>() {
+        Some(error) => String::from(error.message()),
+        None => error.as_string().unwrap_or_else(|| format!("{error:?}")),
+    }
+}
+
 #[wasm_bindgen]
 pub struct Engine {
     session: Rc<QuiverSession>,
+    /// Stops the running query (the last one started; aborting a finished one does nothing).
+    running: RefCell<Option<AbortHandle>>,
 }
 
 #[wasm_bindgen]
@@ -46,8 +61,10 @@ impl Engine {
             executor: ExecutorKind::Fragments,
         };
         let session = QuiverSession::new(options).map_err(js_error)?;
+        (session.runtime().sources).set_local(Arc::new(page_files::PageFiles));
         Ok(Self {
             session: Rc::new(session),
+            running: RefCell::default(),
         })
     }
 
@@ -99,14 +116,23 @@ impl Engine {
         self.session.runtime().sources.set_s3_credentials(None);
     }
 
+    /// Makes a file the page holds (dropped, or picked from disk) a table by its name;
+    /// returns the name. Its bytes are read only as queries need them.
+    #[wasm_bindgen(js_name = openFile)]
+    pub fn open_file(&self, file: web_sys::File) -> String {
+        page_files::open(file)
+    }
+
     /// Runs `sql` (several `;`-separated statements: the last one's result).
     pub fn query(&self, sql: String) -> js_sys::Promise {
         let session = Rc::clone(&self.session);
+        let (handle, registration) = AbortHandle::new_pair();
+        *self.running.borrow_mut() = Some(handle);
         future_to_promise(async move {
             let started = Instant::now();
-            let output = session
-                .run(&sql)
+            let output = Abortable::new(session.run(&sql), registration)
                 .await
+                .map_err(|_| js_error("cancelled"))?
                 .map_err(|e| js_error(describe(&e)))?;
             let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
             Ok(QueryResult {
@@ -117,6 +143,14 @@ impl Engine {
             }
             .into())
         })
+    }
+
+    /// Stops the running query where it next waits (for bytes, or for compute threads):
+    /// its promise rejects with "cancelled", and caches and settings stay.
+    pub fn cancel(&self) {
+        if let Some(handle) = self.running.borrow_mut().take() {
+            handle.abort();
+        }
     }
 
     /// The running query's progress, as JSON.

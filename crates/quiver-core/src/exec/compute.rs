@@ -5,6 +5,7 @@
 use std::future::Future;
 
 use futures::channel::oneshot;
+use futures::future::{select, Either};
 
 use datafusion::error::{DataFusionError, Result};
 
@@ -49,18 +50,93 @@ impl ComputePool {
         job: impl FnOnce() -> Result<T> + Send + 'static,
     ) -> impl Future<Output = Result<T>> + Send + 'static {
         let (sender, receiver) = oneshot::channel();
-        let job = move || {
+        self.spawn(move || {
             let _ = sender.send(job());
-        };
+        });
+        answer_of(receiver)
+    }
+
+    /// Runs the future `work` makes to its end on a compute thread, under a current-thread
+    /// tokio runtime (DataFusion's exchanges spawn tokio tasks). Dropping the returned future
+    /// stops the work at its next yield, so a cancelled query does not keep a thread busy.
+    pub fn start_async<T, F>(
+        &self,
+        work: impl FnOnce() -> F + Send + 'static,
+    ) -> impl Future<Output = Result<T>> + Send + 'static
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T>>,
+    {
+        let (mut sender, receiver) = oneshot::channel();
+        self.spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread().build() {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = sender.send(Err(DataFusionError::External(Box::new(e))));
+                    return;
+                }
+            };
+            let answer = runtime.block_on(async {
+                let work = std::pin::pin!(work());
+                match select(work, sender.cancellation()).await {
+                    Either::Left((answer, _)) => Some(answer),
+                    Either::Right(_) => None, // nobody waits for it any more
+                }
+            });
+            if let Some(answer) = answer {
+                let _ = sender.send(answer);
+            }
+        });
+        answer_of(receiver)
+    }
+
+    fn spawn(&self, job: impl FnOnce() + Send + 'static) {
         match self {
             Self::Own(pool) => pool.spawn(job),
             Self::Global => rayon::spawn(job),
             Self::Inline => job(),
         }
-        async move {
-            receiver
-                .await
-                .map_err(|_| DataFusionError::Internal("a compute thread died".into()))?
-        }
+    }
+}
+
+async fn answer_of<T>(receiver: oneshot::Receiver<Result<T>>) -> Result<T> {
+    receiver
+        .await
+        .map_err(|_| DataFusionError::Internal("a compute thread died".into()))?
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::{channel, RecvTimeoutError};
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn start_async_gives_the_answer() {
+        let pool = ComputePool::for_target(1).unwrap();
+        let answer = futures::executor::block_on(pool.start_async(|| async { Ok(42) }));
+        assert_eq!(answer.unwrap(), 42);
+    }
+
+    /// A cancelled query drops the future; the work must not go on holding the thread.
+    #[test]
+    fn dropping_start_async_stops_the_work_at_its_next_yield() {
+        let pool = ComputePool::for_target(1).unwrap();
+        let (ended, ending) = channel::<()>();
+        let answer = pool.start_async(move || async move {
+            let _ended = ended; // dropped (disconnecting `ending`) when the work stops
+            loop {
+                tokio::task::yield_now().await;
+            }
+            #[allow(unreachable_code)]
+            Ok(())
+        });
+        drop(answer);
+        let stopped = ending.recv_timeout(Duration::from_secs(10));
+        assert_eq!(stopped, Err(RecvTimeoutError::Disconnected));
+        // and the thread is free for the next job
+        let next = futures::executor::block_on(pool.start(|| Ok(7)));
+        assert_eq!(next.unwrap(), 7);
     }
 }

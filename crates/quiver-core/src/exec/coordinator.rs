@@ -44,16 +44,16 @@ async fn merge(
 
 /// In the browser no tokio runtime drives the event loop, and DataFusion's exchanges spawn
 /// tokio tasks; with every input already in memory, a current-thread runtime runs this part
-/// to its end without waiting on anything outside it.
+/// to its end without waiting on anything outside it. It runs on a compute thread (the
+/// engine's own in the single-thread build), so the engine's event loop stays free for
+/// progress and cancel, and a cancel stops it.
 #[cfg(target_arch = "wasm32")]
 async fn merge(
     plan: Arc<dyn ExecutionPlan>,
     context: Arc<TaskContext>,
 ) -> Result<Vec<RecordBatch>> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
-    runtime.block_on(collect(plan, context))
+    let pool = super::ComputePool::for_target(1)?;
+    pool.start_async(move || collect(plan, context)).await
 }
 
 /// The fragments of `plan` that travel, outermost first.

@@ -60,36 +60,55 @@ impl HttpSource {
     }
 
     /// The HTML of one index page.
-    #[cfg(not(target_arch = "wasm32"))]
     async fn index_page(&self, folder: &str) -> Result<String> {
-        let io = |e: reqwest::Error| QuiverError::Io {
-            path: folder.into(),
-            reason: e.to_string(),
-        };
-        let response = self.client.get(folder).send().await.map_err(io)?;
-        match response.status().as_u16() {
-            200 => response.text().await.map_err(io),
+        let (status, text) = self
+            .fetch_text(folder)
+            .await
+            .map_err(|reason| QuiverError::Io {
+                path: folder.into(),
+                reason,
+            })?;
+        match status {
+            200 => Ok(text),
             404 => Err(QuiverError::NotFound {
                 path: folder.into(),
             }),
             401 | 403 => Err(QuiverError::Denied {
                 path: folder.into(),
-                reason: format!("HTTP {}", response.status()),
+                reason: format!("HTTP {status}"),
             }),
             _ => Err(QuiverError::Io {
                 path: folder.into(),
-                reason: format!("HTTP {} listing an index page", response.status()),
+                reason: format!("HTTP {status} listing an index page"),
             }),
         }
     }
 
-    /// In the browser, fetches are not `Send`; globs over HTTP come with the browser build.
+    /// A GET's status and body.
+    #[cfg(not(target_arch = "wasm32"))]
+    async fn fetch_text(&self, url: &str) -> std::result::Result<(u16, String), String> {
+        let response = self
+            .client
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        Ok((status, response.text().await.map_err(|e| e.to_string())?))
+    }
+
+    /// A GET's status and body, by the browser's fetch. Its futures are not `Send`, so it
+    /// runs as a task of this thread's event loop and only its answer crosses over.
     #[cfg(target_arch = "wasm32")]
-    async fn index_page(&self, folder: &str) -> Result<String> {
-        Err(QuiverError::Unsupported {
-            location: folder.into(),
-            reason: "globs over HTTP are not supported in the browser yet; name the files".into(),
-        })
+    async fn fetch_text(&self, url: &str) -> std::result::Result<(u16, String), String> {
+        let (sender, receiver) = futures::channel::oneshot::channel();
+        let url = url.to_string();
+        wasm_bindgen_futures::spawn_local(async move {
+            let _ = sender.send(browser::fetch_text(&url).await);
+        });
+        receiver
+            .await
+            .map_err(|_| "the fetch was dropped".to_string())?
     }
 
     /// The links of one index page: files and sub-folders on this server, below `folder`.
@@ -165,6 +184,32 @@ impl ObjectSource for HttpSource {
 
     async fn get_range(&self, object: &ObjectMeta, range: Range<u64>) -> Result<Bytes> {
         self.store.get_range(object, range).await
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+mod browser {
+    use wasm_bindgen::{JsCast, JsValue};
+    use wasm_bindgen_futures::JsFuture;
+
+    fn message(error: JsValue) -> String {
+        match error.dyn_ref::<js_sys::Error>() {
+            Some(error) => String::from(error.message()),
+            None => error.as_string().unwrap_or_else(|| format!("{error:?}")),
+        }
+    }
+
+    /// The engine runs in a Web Worker: its global scope fetches.
+    pub async fn fetch_text(url: &str) -> Result<(u16, String), String> {
+        let scope: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+        let response: web_sys::Response = JsFuture::from(scope.fetch_with_str(url))
+            .await
+            .map_err(message)?
+            .unchecked_into();
+        let text = JsFuture::from(response.text().map_err(message)?)
+            .await
+            .map_err(message)?;
+        Ok((response.status(), text.as_string().unwrap_or_default()))
     }
 }
 

@@ -82,13 +82,31 @@ pub trait ObjectSource: Debug + Send + Sync {
 
 /// Picks the source for a path by its scheme, and keeps one per bucket or server so that
 /// connections (and credentials) are reused across queries.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Sources {
     remote: Mutex<HashMap<(String, S3Options), Arc<dyn ObjectSource>>>,
     credentials: Mutex<Option<S3Credentials>>,
+    /// Where paths without a scheme are read: the disk, or in the browser the files the page
+    /// was given (which has no disk).
+    local: Mutex<Arc<dyn ObjectSource>>,
+}
+
+impl Default for Sources {
+    fn default() -> Self {
+        Self {
+            remote: Mutex::default(),
+            credentials: Mutex::default(),
+            local: Mutex::new(Arc::new(LocalSource)),
+        }
+    }
 }
 
 impl Sources {
+    /// Reads paths without a scheme (and `file://`) from `source` from now on.
+    pub fn set_local(&self, source: Arc<dyn ObjectSource>) {
+        *self.local.lock().unwrap_or_else(|p| p.into_inner()) = source;
+    }
+
     /// Signs S3 requests with these keys from now on (`None` forgets them); sources made
     /// with the old keys are dropped.
     pub fn set_s3_credentials(&self, credentials: Option<S3Credentials>) {
@@ -105,7 +123,10 @@ impl Sources {
 
     pub fn for_path(&self, path: &str, s3: &S3Options) -> Result<Arc<dyn ObjectSource>> {
         let (scheme, rest) = match path.split_once("://") {
-            None | Some(("file", _)) => return Ok(Arc::new(LocalSource)),
+            None | Some(("file", _)) => {
+                let local = self.local.lock().unwrap_or_else(|p| p.into_inner());
+                return Ok(Arc::clone(&local));
+            }
             Some(parts) => parts,
         };
         let (key, s3) = match scheme {
