@@ -1,6 +1,7 @@
 // The page (web/dist) in Debian's Chromium, driven by playwright-core: threads, TPC-H over
-// HTTP and S3 against DuckDB's answers, presigned URLs, the single-thread fallback, the UI
-// (editor, run, grid, profile waterfall), cancel, and errors.
+// HTTP (globs too) and S3 against DuckDB's answers, presigned URLs, the single-thread
+// fallback, the UI (editor, run, grid, profile waterfall), files opened from disk or dropped,
+// cancel, and errors.
 //
 //   npm run build && npm run test:browser
 //
@@ -13,7 +14,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import {
-  createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, rmSync,
+  createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync,
 } from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -378,6 +379,17 @@ test('TPC-H over HTTP gives DuckDB\'s results', { timeout: 22 * QUERY_TIMEOUT },
   mainPage.assertNoPageErrors();
 });
 
+test('an HTTP glob is expanded from the server\'s index pages', async (t) => {
+  await withConsole(t, [mainPage], async () => {
+    const before = mainPage.requests.length;
+    assertMatches('http/glob', await mainPage.query(fixtures.queries['http/glob']));
+    const folder = `${fixtures.http_base}/tpch/many/lineitem/`;
+    assert.ok(mainPage.requests.slice(before).includes(folder),
+      `the index page ${folder} was not fetched; requests: ${mainPage.requests.slice(before, before + 10).join(' ')}`);
+    mainPage.assertNoPageErrors();
+  });
+});
+
 // d. presigned URL
 
 test('a presigned URL is read as a table', async (t) => {
@@ -599,23 +611,76 @@ test('a link carries its query and runs it; long lines wrap in the editor', asyn
   }
 });
 
-test('cancel stops a long query and the next query works', async (t) => {
+test('cancel stops a long query in the worker, which keeps its caches and threads', async (t) => {
   await withConsole(t, [mainPage], async () => {
     const { page } = mainPage;
-    await mainPage.runInUi(fixtures.queries['cancel/long']);
+    assertMatches('after/nation', await mainPage.query(fixtures.queries['after/nation']));
     const cancel = page.locator(UI.cancel);
-    await page.waitForFunction((sel) => {
-      const b = document.querySelector(sel);
-      return b !== null && !b.disabled;
-    }, UI.cancel, { timeout: 30_000 });
-    await page.waitForTimeout(1500); // let it get going: reading, then the join
-    await cancel.click();
-    const status = await mainPage.waitForText(UI.status, /cancel/i, 60_000);
-    t.diagnostic(`after cancel: ${status.trim()}`);
+    // More cancels than compute threads: a merge that kept running after its cancel would
+    // hold a thread for hours, and the query after would never finish.
+    for (let round = 1; round <= mainPage.info.threads + 1; round += 1) {
+      await mainPage.runInUi(fixtures.queries['cancel/long']);
+      // Every bucket done: the fragments have answered and the cross join runs in the merge,
+      // on a compute thread, while the engine's event loop stays free to hear the cancel.
+      await mainPage.waitForText('#progress-text', /^([1-9]\d*)\/\1 buckets/, 120_000);
+      await page.waitForTimeout(500);
+      await cancel.click();
+      await mainPage.waitForText(UI.status, /cancel/i, 60_000);
+    }
+    t.diagnostic(`cancelled ${mainPage.info.threads + 1} times`);
 
     await mainPage.runInUi(fixtures.queries['after/nation']);
     await mainPage.waitForText(UI.status, /\brows?\b/i);
-    assertMatches('after/nation', await mainPage.query(fixtures.queries['after/nation']));
+    const after = await mainPage.query(fixtures.queries['after/nation']);
+    assertMatches('after/nation', after);
+    const { requests, footer_requests: footers } = after.profile;
+    assert.deepEqual({ requests, footers }, { requests: 0, footers: 0 },
+      'nation.parquet was read again: the cancel lost the worker\'s caches');
+    mainPage.assertNoPageErrors();
+  });
+});
+
+test('a Parquet file picked from disk or dropped on the page is a table, read by ranges', async (t) => {
+  await withConsole(t, [mainPage], async () => {
+    const { page } = mainPage;
+    // Picked: the page opens it and shows its first rows.
+    const orders = path.join(fixtures.single_root, 'orders.parquet');
+    await mainPage.markTexts([UI.status, UI.error]);
+    await page.setInputFiles('#file-picker', orders);
+    await mainPage.waitForText(UI.status, /\b100 rows\b/);
+    assert.match(await page.locator(UI.sql).inputValue(), /FROM 'orders\.parquet'/);
+    const grouped = await mainPage.query(fixtures.queries['file/orders']);
+    assertMatches('file/orders', grouped);
+    // Two columns of nine, by ranges (from the file, or from the block cache that the
+    // first rows filled): not the whole file.
+    const size = statSync(orders).size;
+    const { bytes_read: read, cache_hit_bytes: cached } = grouped.profile;
+    assert.ok(read + cached > 0 && read + cached < size / 2,
+      `${read} bytes read and ${cached} from the cache of a ${size}-byte file for two columns`);
+    t.diagnostic(`orders.parquet: ${read} bytes read, ${cached} from the cache, of ${size}`);
+
+    // Dropped: a File made in the page from the served copy of nation.parquet.
+    const nationUrl = `${fixtures.http_base}/tpch/single/nation.parquet`;
+    const transfer = await page.evaluateHandle(async (url) => {
+      const bytes = await (await fetch(url)).arrayBuffer();
+      const dropped = new DataTransfer();
+      dropped.items.add(new File([bytes], 'nation.parquet'));
+      return dropped;
+    }, nationUrl);
+    await mainPage.markTexts([UI.status, UI.error]);
+    await page.dispatchEvent('body', 'drop', { dataTransfer: transfer });
+    await mainPage.waitForText(UI.status, /\b25 rows\b/);
+    await page.screenshot({ path: path.join(ARTEFACTS, 'file-dropped.png'), fullPage: true });
+    assertMatches('file/nation', await mainPage.query(fixtures.queries['file/nation']));
+
+    // A glob over the page's files; a name the page does not have says how to get one.
+    const listed = await mainPage.query(
+      "SELECT _file, count(*) AS n FROM '*.parquet' GROUP BY _file ORDER BY _file");
+    assert.ok(listed.ok, listed.error);
+    assert.deepEqual(listed.values, [['nation.parquet', 25], ['orders.parquet', 150000]]);
+    await mainPage.runInUi("SELECT * FROM 'customer.parquet'");
+    const error = await mainPage.waitForText(UI.error, /\S/);
+    assert.match(error, /customer\.parquet: no such file.*open or drop/, `#error says ${JSON.stringify(error)}`);
     mainPage.assertNoPageErrors();
   });
 });

@@ -18,17 +18,22 @@ stdin closes or this process is killed (SIGTERM, SIGINT).
 Then it prints one JSON line on stdout:
 
     {"http_base", "s3_endpoint", "bucket", "access_key", "secret_key", "region",
-     "presigned_url", "expected_file", "queries": {name: sql}}
+     "presigned_url", "expected_file", "single_root", "queries": {name: sql}}
+
+(single_root: the local folder of the single layout, for files the page opens from disk.)
 
 and waits. Progress goes to stderr. Query names:
 
     http/qNN      TPC-H query NN over the single layout by HTTP URL (views, then the query)
     s3/qNN        TPC-H Q1, Q3, Q6, Q12, Q14 over the many layout by s3:// globs
     s3/glob       rows per file of 's3://bucket/tpch/many/lineitem/*.parquet' (a listing)
+    http/glob     the same over HTTP: the glob expanded from the server's index pages
+    file/orders   orders.parquet opened on the page from disk, by its name
+    file/nation   nation.parquet dropped on the page, by its name
     s3/no-keys    an S3 read, for the page that has no keys (expected to fail)
     presigned/nation   nation read through a presigned GetObject URL
     ui/flags      a small aggregate typed into the page's editor
-    cancel/long   a cross join count that runs for hours (to be cancelled)
+    cancel/long   a cross join count that runs for hours, in the merge (to be cancelled)
     after/nation  a quick count, for after the cancel
     error/missing a file that does not exist;  error/syntax  SQL that does not parse
 """
@@ -160,6 +165,18 @@ def queries_for(http_base, presigned_url):
         f"SELECT _file, count(*) AS n FROM {sql_string(glob)} GROUP BY _file ORDER BY _file",
         ("many", "SELECT parse_filename(filename) AS _file, count(*) AS n FROM "
                  "read_parquet({glob}, filename = true) GROUP BY 1 ORDER BY 1"))
+    http_glob = f"{http_root}/many/lineitem/*.parquet"
+    queries["http/glob"] = (
+        f"SELECT _file, count(*) AS n FROM {sql_string(http_glob)} GROUP BY _file ORDER BY _file",
+        queries["s3/glob"][1])
+    queries["file/orders"] = (
+        "SELECT o_orderstatus, count(*) AS n, sum(o_totalprice) AS total "
+        "FROM 'orders.parquet' GROUP BY o_orderstatus ORDER BY o_orderstatus",
+        ("single", "SELECT o_orderstatus, count(*) AS n, sum(o_totalprice) AS total "
+                   "FROM orders GROUP BY o_orderstatus ORDER BY o_orderstatus"))
+    queries["file/nation"] = (
+        "SELECT n_nationkey, n_name FROM 'nation.parquet' ORDER BY n_nationkey",
+        ("single", "SELECT n_nationkey, n_name FROM nation ORDER BY n_nationkey"))
     queries["s3/no-keys"] = (
         f"SELECT count(*) AS n FROM {sql_string(s3_root + '/single/nation.parquet')}", None)
     queries["presigned/nation"] = (
@@ -175,8 +192,8 @@ def queries_for(http_base, presigned_url):
                    "ORDER BY l_returnflag, l_linestatus"))
     orders = sql_string(f"{http_root}/single/orders.parquet")
     queries["cancel/long"] = (
-        f"SELECT count(*) AS n FROM {orders} AS a CROSS JOIN {lineitem} AS b "
-        "WHERE a.o_totalprice + b.l_extendedprice > 0", None)
+        f"SELECT count(*) AS n FROM {orders} AS a CROSS JOIN {orders} AS b "
+        "WHERE a.o_totalprice + b.o_totalprice > 0", None)
     queries["after/nation"] = (
         f"SELECT count(*) AS n FROM {sql_string(http_root + '/single/nation.parquet')}",
         ("single", "SELECT count(*) AS n FROM nation"))
@@ -272,6 +289,7 @@ def main():
             "region": minio.region,
             "presigned_url": presigned,
             "expected_file": expected_file,
+            "single_root": os.path.join(root, "single"),
             "tables": TABLES,
             "queries": {name: sql for name, (sql, _) in queries.items()},
         }), flush=True)

@@ -1,6 +1,7 @@
 // The page's side of the engine worker: requests as Promises, progress callbacks, and
-// cancel, which ends the worker (a running wasm query cannot be interrupted) and starts a
-// fresh one with the same settings and, if the page still holds them, the same keys.
+// cancel, which stops the running query inside the worker (caches, settings and opened files
+// stay), or, when the worker does not stop it in time, ends the worker and starts a fresh
+// one with the same settings, files and, if the page still holds them, the same keys.
 
 import type { FileMetadata, Progress } from "./quiver-wasm";
 import type {
@@ -13,6 +14,10 @@ import type {
   StartOptions,
   WorkerMessage,
 } from "./protocol";
+
+/** How long a cancelled query may take to stop before its worker is ended instead: the
+ * single-thread build computes on the worker itself, which then hears the cancel late. */
+const CANCEL_GRACE_MS = 3_000;
 
 export class CancelledError extends Error {
   constructor() {
@@ -37,6 +42,10 @@ export class EngineClient {
   private settings = new Map<string, string>();
   /** Kept in this page's memory only (never stored), so that a cancel does not lose them. */
   private credentials: Credentials | null = null;
+  /** Files opened on the page, by name, re-opened in a fresh worker. */
+  private files = new Map<string, File>();
+  /** Until a cancel has stopped the query (or ended its worker), new requests wait. */
+  private settling: Promise<void> = Promise.resolve();
 
   constructor(private readonly options: StartOptions) {
     this.start();
@@ -70,6 +79,13 @@ export class EngineClient {
     return this.credentials !== null;
   }
 
+  /** Makes `file` a table by its name (`SELECT * FROM 'name.parquet'`); returns the name. */
+  async openFile(file: File): Promise<string> {
+    const name = await this.request("open-file", { file });
+    this.files.set(name, file);
+    return name;
+  }
+
   metadata(path: string): Promise<FileMetadata[]> {
     return this.request("metadata", { path });
   }
@@ -79,12 +95,23 @@ export class EngineClient {
     return this.request("export", { format });
   }
 
-  /** Stops whatever runs: its requests reject with CancelledError. */
+  /** Stops whatever runs: its requests reject with CancelledError at once. */
   cancel(): void {
+    this.failAll(new CancelledError());
+    const stopped = this.post("cancel", {}).then(
+      () => true,
+      () => false,
+    );
+    const late = new Promise<boolean>((resolve) => setTimeout(() => resolve(false), CANCEL_GRACE_MS));
+    this.settling = Promise.race([stopped, late]).then((inTime) => {
+      if (!inTime) this.restart();
+    });
+  }
+
+  /** Ends the worker and starts a fresh one; what it was doing rejects with CancelledError. */
+  private restart(): void {
     this.worker.terminate();
-    const pending = [...this.pending.values()];
-    this.pending.clear();
-    for (const request of pending) request.reject(new CancelledError());
+    this.failAll(new CancelledError());
     this.start();
   }
 
@@ -94,16 +121,27 @@ export class EngineClient {
     this.worker.onerror = (event) => {
       this.failAll(new Error(`the engine worker failed: ${event.message || "could not start"}`));
     };
-    this.ready = this.request("init", this.options);
+    this.ready = this.post("init", this.options);
     // Whoever awaits ready sees a failure; this only keeps it from counting as unhandled.
     this.ready.catch(() => {});
     // Requests run in order in the worker, so these apply before anything sent later. They
     // were accepted by the previous worker; a failure here shows in the next query's error.
-    for (const [key, value] of this.settings) this.request("set", { key, value }).catch(() => {});
-    if (this.credentials) this.request("credentials", this.credentials).catch(() => {});
+    for (const [key, value] of this.settings) this.post("set", { key, value }).catch(() => {});
+    if (this.credentials) this.post("credentials", this.credentials).catch(() => {});
+    for (const file of this.files.values()) this.post("open-file", { file }).catch(() => {});
   }
 
-  private request<K extends RequestType>(
+  /** Sends a request once a cancel in progress has settled. */
+  private async request<K extends RequestType>(
+    type: K,
+    args: Requests[K]["args"],
+    onProgress?: (progress: Progress) => void,
+  ): Promise<Requests[K]["reply"]> {
+    await this.settling;
+    return this.post(type, args, onProgress);
+  }
+
+  private post<K extends RequestType>(
     type: K,
     args: Requests[K]["args"],
     onProgress?: (progress: Progress) => void,

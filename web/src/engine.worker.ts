@@ -1,5 +1,6 @@
 // The engine worker: owns the wasm module, its thread pool and the last query result.
-// Requests run one at a time, in the order they came; only progress is read alongside.
+// Requests run one at a time, in the order they came; only progress is read alongside, and
+// a cancel is answered out of turn.
 
 import type { Engine, QueryResult, QuiverWasm } from "./quiver-wasm";
 import type { Build, EngineInfo, ExportFormat, QueryReply, Request, StartOptions, WorkerMessage } from "./protocol";
@@ -21,6 +22,10 @@ let queue: Promise<void> = Promise.resolve();
 
 scope.onmessage = (event) => {
   const request = event.data;
+  if (request.type === "cancel") {
+    void answer(request);
+    return;
+  }
   queue = queue.then(() => answer(request));
 };
 
@@ -56,6 +61,15 @@ async function handle(request: Request): Promise<[unknown, Transferable[]]> {
       return [JSON.parse(await ready.metadata(request.path)), []];
     case "export":
       return [exportLast(request.format), []];
+    case "open-file":
+      return [ready.openFile(request.file), []];
+    case "cancel": {
+      // Replies once what runs now has stopped (the page ends the worker if that takes long).
+      const running = queue;
+      ready.cancel();
+      await running;
+      return [null, []];
+    }
   }
 }
 

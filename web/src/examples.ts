@@ -13,7 +13,7 @@ export function dataBaseUrl(params: URLSearchParams): string {
 }
 
 /** A path as an SQL string literal. */
-function sqlString(path: string): string {
+export function sqlString(path: string): string {
   return `'${path.replaceAll("'", "''")}'`;
 }
 

@@ -6,8 +6,9 @@ import { tableFromIPC } from "apache-arrow";
 import { ResultChart } from "./chart";
 import { SqlEditor } from "./editor";
 import { CancelledError, EngineClient } from "./engine";
-import { dataBaseUrl, examples, showExamples } from "./examples";
+import { dataBaseUrl, examples, showExamples, sqlString } from "./examples";
 import { ResultExports } from "./export";
+import { setUpFileOpening, withFileHint } from "./files";
 import { formatBytes, plural } from "./format";
 import { ResultGrid } from "./grid";
 import { clearProfile, showProfile } from "./profile";
@@ -51,6 +52,7 @@ clearProfile(byId("profile"), "Run a query to see where its time went.");
 setUpSchemaView(byId("schema"), engine, `${dataBase}/single/lineitem.parquet`);
 const exports = new ResultExports(engine, (error) => showError(messageOf(error)));
 setUpS3Settings(engine, params);
+setUpFileOpening(byId<HTMLButtonElement>("open-file"), byId<HTMLInputElement>("file-picker"), (files) => void openFiles(files));
 setUpTabs();
 showEngine();
 
@@ -102,6 +104,21 @@ async function runLinkedQuery(): Promise<void> {
   await runFromEditor();
 }
 
+/** Files from the user's disk become tables by their names; the first one is shown. */
+async function openFiles(files: File[]): Promise<void> {
+  showError("");
+  try {
+    const names: string[] = [];
+    for (const file of files) names.push(await engine.openFile(file));
+    status.textContent = `opened ${names.join(", ")}`;
+    if (running > 0) return; // the query in the editor is running: leave it be
+    editor.value = `SELECT * FROM ${sqlString(names[0])} LIMIT 100;`;
+    await runFromEditor();
+  } catch (error) {
+    if (!(error instanceof CancelledError)) showError(messageOf(error));
+  }
+}
+
 async function runQuery(sql: string, values: boolean): Promise<Outcome> {
   setRunning(+1);
   status.textContent = "running…";
@@ -125,7 +142,7 @@ async function runQuery(sql: string, values: boolean): Promise<Outcome> {
       status.textContent = "cancelled";
     } else {
       status.textContent = messageOf(error);
-      showError(messageOf(error));
+      showError(withFileHint(messageOf(error)));
     }
     throw error;
   } finally {

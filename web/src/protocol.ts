@@ -48,6 +48,10 @@ export interface Requests {
   credentials: { args: Credentials; reply: null };
   "forget-credentials": { args: Record<string, never>; reply: null };
   metadata: { args: { path: string }; reply: FileMetadata[] };
+  /** A file dropped on the page or picked from disk, readable by its name from now on. */
+  "open-file": { args: { file: File }; reply: string };
+  /** Answered out of turn: stops the running query, and replies once it has stopped. */
+  cancel: { args: Record<string, never>; reply: null };
   /** The last result of this worker, as a file. */
   export: { args: { format: ExportFormat }; reply: Blob };
 }

@@ -13,7 +13,11 @@ export interface Engine {
   set(key: string, value: string): void;
   setCredentials(accessKeyId: string, secretAccessKey: string, sessionToken?: string): void;
   forgetCredentials(): void;
+  /** Makes a file the page holds a table by its name; returns the name. */
+  openFile(file: File): string;
   query(sql: string): Promise<QueryResult>;
+  /** Stops the running query where it next waits; its promise rejects with "cancelled". */
+  cancel(): void;
   progress(): string;
   metadata(path: string): Promise<string>;
 }
