@@ -422,3 +422,40 @@ def test_a_failed_copy_leaves_no_manifest(quiver, tmp_path):
     csv = quiver.run("query", f"COPY (SELECT id FROM '{source}') TO '{tmp_path / 'y'}/' "
                               "(FORMAT csv)")
     assert csv.returncode != 0 and "Parquet" in csv.stderr
+
+
+# streamed output
+
+
+def peak_rss_mb(quiver, *args):
+    """Runs `quiver ARGS` with its output thrown away; returns its peak RSS in MB."""
+    proc = subprocess.Popen([quiver.path, *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    stderr = proc.stderr.read().decode()
+    assert os.waitstatus_to_exitcode(status) == 0, stderr
+    return usage.ru_maxrss / 1024
+
+
+def test_output_streams_so_memory_does_not_grow_with_the_answer(quiver):
+    """3 million rows of ~110 bytes: held whole, the answer alone would take over 330 MB."""
+    sql = "SELECT i, repeat('x', 100) AS pad FROM generate_series(1, 3000000) AS t(i)"
+    for fmt in ["arrow", "csv"]:
+        peak = peak_rss_mb(quiver, "query", "--format", fmt, sql)
+        assert peak < 200, f"{fmt}: peak RSS {peak:.0f} MB"
+
+
+def test_a_query_failing_half_way_leaves_the_older_output_file(quiver, tmp_path):
+    out = tmp_path / "out.csv"
+    out.write_text("older\n")
+    # The cast fails at row 100,000, after the first batches were written.
+    sql = ("SELECT CAST(CASE WHEN i < 100000 THEN '1' ELSE 'x' END AS INT) AS n "
+           "FROM generate_series(1, 200000) AS t(i)")
+    proc = quiver.run("query", "--format", "csv", "--output", str(out), sql)
+    assert proc.returncode != 0
+    assert "x" in proc.stderr and "Int32" in proc.stderr, proc.stderr
+    assert out.read_text() == "older\n"
+    assert sorted(os.listdir(tmp_path)) == ["out.csv"]
+    # and a query that succeeds replaces it
+    quiver.ok("query", "--format", "csv", "--output", str(out), "SELECT 1 AS n")
+    assert out.read_text() == "n\n1\n"

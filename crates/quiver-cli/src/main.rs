@@ -16,7 +16,7 @@ use datafusion::physical_plan::displayable;
 use quiver_core::format::OutputFormat;
 use quiver_core::{describe, ExecutorKind, QuiverSession, SessionOptions};
 
-use output::{closed_pipe, print_result, Printing};
+use output::{closed_pipe, print_stream, Printing};
 use progress::Progress;
 
 /// mimalloc (see `quiver_core::allocator`).
@@ -303,19 +303,6 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
         return write_text(&args, &text);
     }
 
-    let progress = Progress::start(Arc::clone(session.runtime()));
-    let result = session.run(&sql).await;
-    progress.finish();
-    let output = result.map_err(|e| describe(&e))?;
-    if args.profile {
-        eprint!("{}", output.metrics.report());
-        if let Some(workers) = lambda.map(|runner| runner.take_metrics()) {
-            eprintln!(
-                "lambda workers: {} buckets, {} rows out, {} requests, {} bytes read",
-                workers.buckets, workers.rows, workers.reads.requests, workers.reads.bytes_read
-            );
-        }
-    }
     let printing = Printing {
         format: args.format,
         layout: quiver_core::format::TableLayout {
@@ -323,7 +310,34 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
             ..Printing::for_terminal().layout
         },
     };
-    print_result(&printing, &output, args.output.as_deref())
+    // Rows streamed to the terminal and a bar redrawn on it would garble each other; a table
+    // is printed whole at the end.
+    let rows_on_terminal = args.output.is_none() && std::io::stdout().is_terminal();
+    let progress = (printing.format == OutputFormat::Table || !rows_on_terminal)
+        .then(|| Progress::start(Arc::clone(session.runtime())));
+    let printed = match session.run_streaming(&sql).await {
+        Ok(answer) => {
+            let metrics = Arc::clone(&answer.metrics);
+            print_stream(&printing, answer, args.output.as_deref())
+                .await
+                .map(|()| metrics)
+        }
+        Err(e) => Err(describe(&e)),
+    };
+    if let Some(progress) = progress {
+        progress.finish();
+    }
+    let metrics = printed?;
+    if args.profile {
+        eprint!("{}", metrics.report());
+        if let Some(workers) = lambda.map(|runner| runner.take_metrics()) {
+            eprintln!(
+                "lambda workers: {} buckets, {} rows out, {} requests, {} bytes read",
+                workers.buckets, workers.rows, workers.reads.requests, workers.reads.bytes_read
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `quiver index build|refresh|show`: the session gives the settings (S3 endpoint, region).

@@ -1,11 +1,12 @@
 //! Where a result goes and how it looks: a file or standard output, in a format, with the
 //! table cut to the terminal (`quiver query` and the shell share this).
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 
-use quiver_core::format::{write_batches_with_layout, OutputFormat, TableLayout};
-use quiver_core::{describe, QueryOutput};
+use futures::StreamExt;
+use quiver_core::format::{write_batches_with_layout, OutputFormat, ResultWriter, TableLayout};
+use quiver_core::{describe, QueryOutput, QueryStream};
 
 #[derive(Debug, Clone, Copy)]
 pub struct Printing {
@@ -39,31 +40,87 @@ pub fn print_result(
     output: &QueryOutput,
     path: Option<&Path>,
 ) -> Result<(), String> {
-    let write = |out: &mut (dyn std::io::Write + Send)| {
-        write_batches_with_layout(
-            printing.format,
-            &output.schema,
-            &output.batches,
-            &printing.layout,
-            std::io::BufWriter::new(out),
-        )
-    };
-    match path {
-        Some(path) => {
-            let mut file =
-                std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            write(&mut file).map_err(|e| describe(&e))
+    let mut destination = Destination::open(printing, path)?;
+    let written = write_batches_with_layout(
+        printing.format,
+        &output.schema,
+        &output.batches,
+        &printing.layout,
+        destination.writer(),
+    );
+    destination.close(written)
+}
+
+/// As `print_result`, writing rows as they come, so that memory does not grow with the
+/// answer (the table keeps only the rows it shows).
+pub async fn print_stream(
+    printing: &Printing,
+    answer: QueryStream,
+    path: Option<&Path>,
+) -> Result<(), String> {
+    let mut destination = Destination::open(printing, path)?;
+    let mut batches = answer.batches;
+    let written = async {
+        let out = destination.writer();
+        let mut writer = ResultWriter::new(printing.format, &answer.schema, &printing.layout, out)?;
+        while let Some(batch) = batches.next().await {
+            writer.write(&batch?)?;
         }
-        None => {
+        writer.finish()
+    }
+    .await;
+    destination.close(written)
+}
+
+/// Standard output, or a file written beside `path` and renamed to it once whole, so that a
+/// query failing half-way never leaves half an answer (or destroys an older one) there.
+/// Paths that are not regular files (`/dev/null`, a FIFO) are written directly.
+struct Destination<'a> {
+    file: Option<(&'a Path, Option<std::path::PathBuf>, std::fs::File)>,
+}
+
+impl<'a> Destination<'a> {
+    fn open(printing: &Printing, path: Option<&'a Path>) -> Result<Self, String> {
+        let Some(path) = path else {
             if printing.format.is_binary() && std::io::stdout().is_terminal() {
                 return Err(
                     "refusing to write binary output to a terminal; use --output FILE or a pipe"
                         .into(),
                 );
             }
-            match write(&mut std::io::stdout()) {
-                Err(e) if closed_pipe(&e) => Ok(()),
-                other => other.map_err(|e| describe(&e)),
+            return Ok(Self { file: None });
+        };
+        let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file());
+        let partial = (!special).then(|| {
+            let mut partial = path.as_os_str().to_owned();
+            partial.push(".partial");
+            std::path::PathBuf::from(partial)
+        });
+        let file = std::fs::File::create(partial.as_deref().unwrap_or(path))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Self {
+            file: Some((path, partial, file)),
+        })
+    }
+
+    fn writer(&mut self) -> std::io::BufWriter<Box<dyn Write + Send + '_>> {
+        let out: Box<dyn Write + Send + '_> = match &mut self.file {
+            Some((_, _, file)) => Box::new(file),
+            None => Box::new(std::io::stdout()),
+        };
+        std::io::BufWriter::new(out)
+    }
+
+    fn close(self, written: datafusion::error::Result<()>) -> Result<(), String> {
+        match (self.file, written) {
+            (None, Err(e)) if closed_pipe(&e) => Ok(()),
+            (None, written) => written.map_err(|e| describe(&e)),
+            (Some((_, None, _)), written) => written.map_err(|e| describe(&e)),
+            (Some((path, Some(partial), _)), Ok(())) => std::fs::rename(&partial, path)
+                .map_err(|e| format!("{}: {e}", path.display())),
+            (Some((_, Some(partial), _)), Err(e)) => {
+                let _ = std::fs::remove_file(&partial);
+                Err(describe(&e))
             }
         }
     }

@@ -35,4 +35,4 @@ mod statistics;
 mod table;
 
 pub use error::{describe, QuiverError};
-pub use session::{ExecutorKind, QueryOutput, QuiverSession, SessionOptions};
+pub use session::{ExecutorKind, QueryOutput, QueryStream, QuiverSession, SessionOptions};

@@ -1,9 +1,9 @@
 //! Results as people and programs read them: a table, CSV (with a header row), JSON (an
-//! array of objects), Arrow IPC (file format) or Parquet. Only the table is cut to fit a
-//! screen; the others are always whole.
+//! array of objects), Arrow IPC (file format) or Parquet, written as the batches come. Only
+//! the table is cut to fit a screen; the others are always whole.
 
 mod table;
-pub use table::{write_table, TableLayout};
+pub use table::{write_shown_rows, write_table, ShownRows, TableLayout};
 
 use std::io::Write;
 use std::str::FromStr;
@@ -62,55 +62,106 @@ pub fn write_batches_with_layout<W: Write + Send>(
     schema: &SchemaRef,
     batches: &[RecordBatch],
     layout: &TableLayout,
-    mut out: W,
+    out: W,
 ) -> Result<()> {
-    let empty = [RecordBatch::new_empty(schema.clone())];
-    // Writers that emit a header only when they see a batch get an empty one.
-    let batches = if batches.is_empty() {
-        &empty[..]
-    } else {
-        batches
-    };
-    match format {
-        OutputFormat::Table => write_table(schema, batches, layout, &mut out)?,
-        OutputFormat::Csv => {
-            let mut writer = datafusion::arrow::csv::WriterBuilder::new()
-                .with_header(true)
-                .build(&mut out);
-            for batch in batches {
-                writer.write(&nested_as_text(batch)?)?;
-            }
-        }
-        OutputFormat::Json => {
-            let mut writer = datafusion::arrow::json::ArrayWriter::new(&mut out);
-            for batch in batches {
-                writer.write(batch)?;
-            }
-            writer.finish()?;
-            writeln!(out)?;
-        }
-        OutputFormat::Arrow => {
-            let mut writer = datafusion::arrow::ipc::writer::FileWriter::try_new(&mut out, schema)?;
-            for batch in batches {
-                writer.write(batch)?;
-            }
-            writer.finish()?;
-        }
-        OutputFormat::Parquet => {
-            let mut writer = parquet::arrow::ArrowWriter::try_new(&mut out, schema.clone(), None)
-                .map_err(|e| DataFusionError::External(Box::new(e)))?;
-            for batch in batches {
-                writer
-                    .write(batch)
-                    .map_err(|e| DataFusionError::External(Box::new(e)))?;
-            }
-            writer
-                .close()
-                .map_err(|e| DataFusionError::External(Box::new(e)))?;
-        }
+    let mut writer = ResultWriter::new(format, schema, layout, out)?;
+    for batch in batches {
+        writer.write(batch)?;
     }
-    out.flush()?;
-    Ok(())
+    writer.finish()
+}
+
+/// Writes an answer batch by batch as it is produced, so that memory does not grow with
+/// the answer: every format streams; the table keeps only the rows it will show.
+pub struct ResultWriter<W: Write + Send> {
+    schema: SchemaRef,
+    /// Whether any batch came: writers that emit a header only when they see a batch get
+    /// an empty one at the end otherwise.
+    wrote: bool,
+    sink: Sink<W>,
+}
+
+enum Sink<W: Write + Send> {
+    Table(ShownRows, TableLayout, W),
+    Csv(datafusion::arrow::csv::Writer<W>),
+    Json(datafusion::arrow::json::ArrayWriter<W>),
+    Arrow(datafusion::arrow::ipc::writer::FileWriter<W>),
+    Parquet(parquet::arrow::ArrowWriter<W>),
+}
+
+fn parquet_error(error: parquet::errors::ParquetError) -> DataFusionError {
+    DataFusionError::External(Box::new(error))
+}
+
+impl<W: Write + Send> ResultWriter<W> {
+    pub fn new(
+        format: OutputFormat,
+        schema: &SchemaRef,
+        layout: &TableLayout,
+        out: W,
+    ) -> Result<Self> {
+        let sink = match format {
+            OutputFormat::Table => Sink::Table(ShownRows::new(layout.max_rows), *layout, out),
+            OutputFormat::Csv => Sink::Csv(
+                datafusion::arrow::csv::WriterBuilder::new()
+                    .with_header(true)
+                    .build(out),
+            ),
+            OutputFormat::Json => Sink::Json(datafusion::arrow::json::ArrayWriter::new(out)),
+            OutputFormat::Arrow => Sink::Arrow(
+                datafusion::arrow::ipc::writer::FileWriter::try_new(out, schema)?,
+            ),
+            OutputFormat::Parquet => Sink::Parquet(
+                parquet::arrow::ArrowWriter::try_new(out, schema.clone(), None)
+                    .map_err(parquet_error)?,
+            ),
+        };
+        Ok(Self {
+            schema: schema.clone(),
+            wrote: false,
+            sink,
+        })
+    }
+
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.wrote = true;
+        match &mut self.sink {
+            Sink::Table(rows, _, _) => rows.push(batch),
+            Sink::Csv(writer) => writer.write(&nested_as_text(batch)?)?,
+            Sink::Json(writer) => writer.write(batch)?,
+            Sink::Arrow(writer) => writer.write(batch)?,
+            Sink::Parquet(writer) => writer.write(batch).map_err(parquet_error)?,
+        }
+        Ok(())
+    }
+
+    /// Ends the output (footers, closing brackets) and flushes it.
+    pub fn finish(mut self) -> Result<()> {
+        if !self.wrote {
+            self.write(&RecordBatch::new_empty(self.schema.clone()))?;
+        }
+        match self.sink {
+            Sink::Table(rows, layout, mut out) => {
+                write_shown_rows(&self.schema, &rows, &layout, &mut out)?;
+                out.flush()?;
+            }
+            Sink::Csv(writer) => writer.into_inner().flush()?,
+            Sink::Json(mut writer) => {
+                writer.finish()?;
+                let mut out = writer.into_inner();
+                writeln!(out)?;
+                out.flush()?;
+            }
+            Sink::Arrow(mut writer) => {
+                writer.finish()?;
+                writer.into_inner()?.flush()?;
+            }
+            Sink::Parquet(writer) => {
+                writer.into_inner().map_err(parquet_error)?.flush()?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The batch with its nested columns (lists, structs, maps) as text, `[1, 2]` and `{a: 1}`

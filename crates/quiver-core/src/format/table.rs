@@ -3,6 +3,7 @@
 //! (first and last rows, outer columns) with the counts below, so that a 1.5-million-row
 //! SELECT prints 40 rows and says how many there are.
 
+use std::collections::VecDeque;
 use std::io::Write;
 
 use datafusion::arrow::array::RecordBatch;
@@ -36,14 +37,103 @@ const SQUEEZED_CELL: usize = 24;
 const ROW_GAP: &str = "·";
 const COLUMN_GAP: &str = "…";
 
+/// The rows a table shows, kept while an answer streams by: the first and the last ones
+/// and how many there were, so that memory does not grow with the answer.
+#[derive(Debug)]
+pub struct ShownRows {
+    head: Vec<RecordBatch>,
+    head_rows: usize,
+    tail: VecDeque<RecordBatch>,
+    tail_rows: usize,
+    max_head: usize,
+    max_tail: usize,
+    total: usize,
+}
+
+impl ShownRows {
+    /// For a table of `max_rows` rows at most (half from the start, half from the end; 0:
+    /// every row).
+    pub fn new(max_rows: usize) -> Self {
+        let (max_head, max_tail) = match max_rows {
+            0 => (usize::MAX, 0),
+            n => (n.div_ceil(2), n / 2),
+        };
+        Self {
+            head: vec![],
+            head_rows: 0,
+            tail: VecDeque::new(),
+            tail_rows: 0,
+            max_head,
+            max_tail,
+            total: 0,
+        }
+    }
+
+    pub fn push(&mut self, batch: &RecordBatch) {
+        let rows = batch.num_rows();
+        self.total += rows;
+        let to_head = rows.min(self.max_head - self.head_rows);
+        if to_head > 0 {
+            self.head.push(batch.slice(0, to_head));
+            self.head_rows += to_head;
+        }
+        if to_head == rows || self.max_tail == 0 {
+            return;
+        }
+        self.tail.push_back(batch.slice(to_head, rows - to_head));
+        self.tail_rows += rows - to_head;
+        // Batches wholly before the last `max_tail` rows are not needed any more.
+        while let Some(first) = self.tail.front() {
+            if self.tail_rows - first.num_rows() < self.max_tail {
+                break;
+            }
+            self.tail_rows -= first.num_rows();
+            self.tail.pop_front();
+        }
+    }
+
+    /// Rows in the answer.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// The rows to show, in order, with `None` where the ones left out would be.
+    fn rows(&self) -> Vec<Option<(&RecordBatch, usize)>> {
+        let rows_of = |b: &RecordBatch| (0..b.num_rows()).map(move |i| (b, i));
+        let mut shown: Vec<Option<(&RecordBatch, usize)>> =
+            self.head.iter().flat_map(|b| rows_of(b).map(Some)).collect();
+        let skipped = self.tail_rows.saturating_sub(self.max_tail);
+        let tail = self.tail.iter().flat_map(rows_of).skip(skipped);
+        if self.total > self.head_rows + (self.tail_rows - skipped) {
+            shown.push(None);
+        }
+        shown.extend(tail.map(Some));
+        shown
+    }
+}
+
 pub fn write_table<W: Write>(
     schema: &SchemaRef,
     batches: &[RecordBatch],
     layout: &TableLayout,
     out: &mut W,
 ) -> Result<()> {
-    let total_rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-    let shown = shown_rows(total_rows, layout.max_rows);
+    let mut rows = ShownRows::new(layout.max_rows);
+    for batch in batches {
+        rows.push(batch);
+    }
+    write_shown_rows(schema, &rows, layout, out)
+}
+
+/// The table of the rows kept by `rows`.
+pub fn write_shown_rows<W: Write>(
+    schema: &SchemaRef,
+    rows: &ShownRows,
+    layout: &TableLayout,
+    out: &mut W,
+) -> Result<()> {
+    let total_rows = rows.total();
+    let shown = rows.rows();
     let fields = schema.fields();
     let mut columns: Vec<Column> = fields
         .iter()
@@ -55,31 +145,21 @@ pub fn write_table<W: Write>(
         })
         .collect();
     let options = FormatOptions::default().with_null("NULL");
-    let mut first_row = 0;
-    for batch in batches {
-        let rows = first_row..first_row + batch.num_rows();
-        first_row = rows.end;
-        let wanted: Vec<usize> = shown
-            .iter()
-            .filter_map(|&row| row.filter(|r| rows.contains(r)).map(|r| r - rows.start))
-            .collect();
-        if wanted.is_empty() {
-            continue;
-        }
-        for (column, array) in columns.iter_mut().zip(batch.columns()) {
-            let formatter = ArrayFormatter::try_new(array.as_ref(), &options)?;
-            for &row in &wanted {
-                column
-                    .cells
-                    .push(one_line(&formatter.value(row).to_string()));
+    for (index, column) in columns.iter_mut().enumerate() {
+        let mut formatted: Option<(&RecordBatch, ArrayFormatter)> = None;
+        for row in &shown {
+            let Some((batch, i)) = *row else {
+                // The gap between the first and last rows.
+                column.cells.extend([ROW_GAP; 3].map(String::from));
+                continue;
+            };
+            let same = formatted.as_ref().is_some_and(|(b, _)| std::ptr::eq(*b, batch));
+            if !same {
+                let formatter = ArrayFormatter::try_new(batch.column(index).as_ref(), &options)?;
+                formatted = Some((batch, formatter));
             }
-        }
-    }
-    // The gap between the first and last rows, where there is one.
-    if let Some(gap) = shown.iter().position(Option::is_none) {
-        for column in &mut columns {
-            for _ in 0..3 {
-                column.cells.insert(gap, ROW_GAP.to_string());
+            if let Some((_, formatter)) = &formatted {
+                column.cells.push(one_line(&formatter.value(i).to_string()));
             }
         }
     }
@@ -156,7 +236,7 @@ pub fn write_table<W: Write>(
 /// shown)`; `None` when it shows everything (and has rows).
 fn counts(
     total_rows: usize,
-    shown: &[Option<usize>],
+    shown: &[Option<(&RecordBatch, usize)>],
     total_columns: usize,
     columns: &[Column],
 ) -> Option<String> {
@@ -212,20 +292,6 @@ impl Column {
             }
         }
     }
-}
-
-/// The rows to show, in order, with `None` for the gap between the first and last ones.
-fn shown_rows(total: usize, max_rows: usize) -> Vec<Option<usize>> {
-    if max_rows == 0 || total <= max_rows {
-        return (0..total).map(Some).collect();
-    }
-    let head = max_rows.div_ceil(2);
-    let tail = max_rows - head;
-    (0..head)
-        .map(Some)
-        .chain([None])
-        .chain((total - tail..total).map(Some))
-        .collect()
 }
 
 /// Columns that fit `max_width`: long values cut first, then columns left out from the
@@ -412,6 +478,32 @@ mod tests {
         assert!(text.contains("30 columns ("), "{text}");
         // All rows are shown, so the count says only how many there are.
         assert!(text.contains("1 row  30 columns"), "{text}");
+    }
+
+    #[test]
+    fn an_answer_in_many_batches_gives_the_same_table_and_keeps_only_its_ends() {
+        let whole = numbers(1000);
+        let pieces: Vec<RecordBatch> = (0..1000)
+            .step_by(7)
+            .map(|i| whole.slice(i, 7.min(1000 - i)))
+            .collect();
+        for max_rows in [0, 1, 2, 40, 999, 1000, 2000] {
+            let layout = TableLayout {
+                max_rows,
+                max_width: None,
+            };
+            let mut split = vec![];
+            write_table(&whole.schema(), &pieces, &layout, &mut split).unwrap();
+            let split = String::from_utf8(split).unwrap();
+            assert_eq!(split, render(&whole, layout), "max_rows {max_rows}");
+        }
+        let mut rows = ShownRows::new(40);
+        pieces.iter().for_each(|piece| rows.push(piece));
+        let kept: usize = (rows.head.iter().chain(&rows.tail))
+            .map(RecordBatch::num_rows)
+            .sum();
+        assert!(kept <= 40 + 7, "kept {kept} rows to show 40");
+        assert_eq!(rows.total(), 1000);
     }
 
     #[test]

@@ -13,6 +13,8 @@ mod virtual_columns;
 use std::sync::Arc;
 use web_time::Instant;
 
+use futures::{StreamExt, TryStreamExt};
+
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::array::{ArrayRef, StringArray, UInt64Array};
@@ -20,7 +22,8 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::TableProvider;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::LogicalPlan;
-use datafusion::physical_plan::{collect, ExecutionPlan};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{collect, execute_stream, ExecutionPlan, SendableRecordBatchStream};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{CopyToSource, CopyToStatement, DFParser, Statement};
 use datafusion::sql::sqlparser::ast::{Statement as SqlStatement, TableFactor};
@@ -67,6 +70,61 @@ pub struct QueryOutput {
     pub schema: SchemaRef,
     pub batches: Vec<RecordBatch>,
     pub metrics: Arc<QueryMetrics>,
+}
+
+/// A statement's answer as it is produced: under DataFusion's executor, rows come while the
+/// plan runs, so writing them needs no memory for the whole answer. (The fragments
+/// executors merge in memory, so theirs comes whole.)
+pub struct QueryStream {
+    pub schema: SchemaRef,
+    pub batches: SendableRecordBatchStream,
+    pub metrics: Arc<QueryMetrics>,
+}
+
+impl QueryOutput {
+    fn into_stream(self) -> QueryStream {
+        QueryStream {
+            batches: memory_stream(&self.schema, self.batches),
+            schema: self.schema,
+            metrics: self.metrics,
+        }
+    }
+}
+
+fn memory_stream(schema: &SchemaRef, batches: Vec<RecordBatch>) -> SendableRecordBatchStream {
+    let batches = futures::stream::iter(batches.into_iter().map(Ok));
+    Box::pin(RecordBatchStreamAdapter::new(Arc::clone(schema), batches))
+}
+
+impl QueryStream {
+    /// The whole answer, in memory.
+    pub async fn collect(self) -> Result<QueryOutput> {
+        Ok(QueryOutput {
+            batches: self.batches.try_collect().await?,
+            schema: self.schema,
+            metrics: self.metrics,
+        })
+    }
+
+    /// Counts the rows that come out, and the time until the last one, in the metrics.
+    fn counted(self, started: Instant) -> Self {
+        let (rows, ended) = (Arc::clone(&self.metrics), Arc::clone(&self.metrics));
+        let counted = self.batches.inspect_ok(move |batch| {
+            QueryMetrics::add(&rows.rows_out, batch.num_rows() as u64);
+        });
+        let end = futures::stream::once(async move {
+            ended.record_phase("execute", started.elapsed());
+            None
+        })
+        .filter_map(futures::future::ready);
+        Self {
+            batches: Box::pin(RecordBatchStreamAdapter::new(
+                self.schema.clone(),
+                counted.chain(end),
+            )),
+            ..self
+        }
+    }
 }
 
 pub struct QuiverSession {
@@ -165,32 +223,42 @@ impl QuiverSession {
 
     /// Runs every `;`-separated statement in order and returns the last one's output.
     pub async fn run(&self, sql: &str) -> Result<QueryOutput> {
+        self.run_streaming(sql).await?.collect().await
+    }
+
+    /// Runs every `;`-separated statement in order; the last one's answer comes as it is
+    /// produced.
+    pub async fn run_streaming(&self, sql: &str) -> Result<QueryStream> {
         let sql = dialect::rewrite_summarize(&dialect::rewrite_duckdb_copy(sql));
-        let statements = DFParser::parse_sql_with_dialect(&sql, &GenericDialect {})?;
-        if statements.is_empty() {
-            return Err(DataFusionError::Plan("no SQL statement given".into()));
-        }
-        let mut last = None;
+        let mut statements = DFParser::parse_sql_with_dialect(&sql, &GenericDialect {})?;
+        let last = statements
+            .pop_back()
+            .ok_or_else(|| DataFusionError::Plan("no SQL statement given".into()))?;
         for statement in statements {
-            last = Some(match statement {
-                Statement::CopyTo(copy) => self.run_copy(copy).await?,
-                Statement::Statement(inner) => match inner.as_ref() {
-                    SqlStatement::Call(function) => {
-                        match (
-                            index_calls::index_call(function),
-                            summarize::summarize_call(function),
-                        ) {
-                            (Some(call), _) => self.run_index_call(call?).await?,
-                            (_, Some(target)) => self.run_summarize(&target?).await?,
-                            _ => self.run_statement(Statement::Statement(inner)).await?,
-                        }
-                    }
-                    _ => self.run_statement(Statement::Statement(inner)).await?,
-                },
-                other => self.run_statement(other).await?,
-            });
+            self.stream_any(statement).await?.collect().await?;
         }
-        Ok(last.expect("at least one statement"))
+        self.stream_any(last).await
+    }
+
+    /// COPY, the CALLs we answer ourselves, or a statement for DataFusion.
+    async fn stream_any(&self, statement: Statement) -> Result<QueryStream> {
+        Ok(match statement {
+            Statement::CopyTo(copy) => self.run_copy(copy).await?.into_stream(),
+            Statement::Statement(inner) => match inner.as_ref() {
+                SqlStatement::Call(function) => {
+                    match (
+                        index_calls::index_call(function),
+                        summarize::summarize_call(function),
+                    ) {
+                        (Some(call), _) => self.run_index_call(call?).await?.into_stream(),
+                        (_, Some(target)) => self.run_summarize(&target?).await?.into_stream(),
+                        _ => self.stream_statement(Statement::Statement(inner)).await?,
+                    }
+                }
+                _ => self.stream_statement(Statement::Statement(inner)).await?,
+            },
+            other => self.stream_statement(other).await?,
+        })
     }
 
     /// The physical plan of the last statement of `sql` (earlier ones run, e.g. views).
@@ -359,45 +427,52 @@ impl QuiverSession {
     }
 
     async fn run_statement(&self, statement: Statement) -> Result<QueryOutput> {
+        self.stream_statement(statement).await?.collect().await
+    }
+
+    async fn stream_statement(&self, statement: Statement) -> Result<QueryStream> {
         let metrics = self.begin_query();
         let started = Instant::now();
         let plan = self.logical_plan(statement).await?;
         if let LogicalPlan::DescribeTable(described) = &plan {
             let batch = describe_batch(&described.schema)?;
-            return Ok(QueryOutput {
+            let output = QueryOutput {
                 schema: batch.schema(),
                 batches: vec![batch],
                 metrics,
-            });
+            };
+            return Ok(output.into_stream());
         }
         let frame = self.context.execute_logical_plan(plan).await?;
         let physical = frame.create_physical_plan().await?;
         metrics.record_phase("plan", started.elapsed());
         let started = Instant::now();
         let task = self.context.task_ctx();
-        let batches = match self.options.executor {
-            ExecutorKind::DataFusion => collect(Arc::clone(&physical), task).await?,
-            ExecutorKind::Fragments => {
-                execute_with_fragments(Arc::clone(&physical), task, &RayonRunner(&self.pool))
-                    .await?
+        let schema = physical.schema();
+        let local = RayonRunner(&self.pool);
+        let runner: &dyn FragmentRunner = match self.options.executor {
+            ExecutorKind::DataFusion => {
+                let batches = execute_stream(Arc::clone(&physical), task)?;
+                let stream = QueryStream {
+                    schema,
+                    batches,
+                    metrics,
+                };
+                return Ok(stream.counted(started));
             }
-            ExecutorKind::Remote => {
-                let runner = self.remote.as_deref().ok_or_else(|| {
-                    DataFusionError::Configuration("no remote executor configured".into())
-                })?;
-                execute_with_fragments(Arc::clone(&physical), task, runner).await?
-            }
+            ExecutorKind::Fragments => &local,
+            ExecutorKind::Remote => self.remote.as_deref().ok_or_else(|| {
+                DataFusionError::Configuration("no remote executor configured".into())
+            })?,
         };
-        metrics.record_phase("execute", started.elapsed());
-        QueryMetrics::add(
-            &metrics.rows_out,
-            batches.iter().map(|b| b.num_rows() as u64).sum(),
-        );
-        Ok(QueryOutput {
-            schema: physical.schema(),
+        let batches = execute_with_fragments(Arc::clone(&physical), task, runner).await?;
+        let batches = memory_stream(&schema, batches);
+        let stream = QueryStream {
+            schema,
             batches,
             metrics,
-        })
+        };
+        Ok(stream.counted(started))
     }
 
     /// Runs COPY's query with this session's executor, then writes its result (see
