@@ -116,8 +116,9 @@ impl<'a> Destination<'a> {
             (None, Err(e)) if closed_pipe(&e) => Ok(()),
             (None, written) => written.map_err(|e| describe(&e)),
             (Some((_, None, _)), written) => written.map_err(|e| describe(&e)),
-            (Some((path, Some(partial), _)), Ok(())) => std::fs::rename(&partial, path)
-                .map_err(|e| format!("{}: {e}", path.display())),
+            (Some((path, Some(partial), _)), Ok(())) => {
+                std::fs::rename(&partial, path).map_err(|e| format!("{}: {e}", path.display()))
+            }
             (Some((_, Some(partial), _)), Err(e)) => {
                 let _ = std::fs::remove_file(&partial);
                 Err(describe(&e))

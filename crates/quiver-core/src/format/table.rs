@@ -99,9 +99,14 @@ impl ShownRows {
 
     /// The rows to show, in order, with `None` where the ones left out would be.
     fn rows(&self) -> Vec<Option<(&RecordBatch, usize)>> {
-        let rows_of = |b: &RecordBatch| (0..b.num_rows()).map(move |i| (b, i));
-        let mut shown: Vec<Option<(&RecordBatch, usize)>> =
-            self.head.iter().flat_map(|b| rows_of(b).map(Some)).collect();
+        fn rows_of(batch: &RecordBatch) -> impl Iterator<Item = (&RecordBatch, usize)> {
+            (0..batch.num_rows()).map(move |i| (batch, i))
+        }
+        let mut shown: Vec<Option<(&RecordBatch, usize)>> = self
+            .head
+            .iter()
+            .flat_map(|b| rows_of(b).map(Some))
+            .collect();
         let skipped = self.tail_rows.saturating_sub(self.max_tail);
         let tail = self.tail.iter().flat_map(rows_of).skip(skipped);
         if self.total > self.head_rows + (self.tail_rows - skipped) {
@@ -153,7 +158,9 @@ pub fn write_shown_rows<W: Write>(
                 column.cells.extend([ROW_GAP; 3].map(String::from));
                 continue;
             };
-            let same = formatted.as_ref().is_some_and(|(b, _)| std::ptr::eq(*b, batch));
+            let same = formatted
+                .as_ref()
+                .is_some_and(|(b, _)| std::ptr::eq(*b, batch));
             if !same {
                 let formatter = ArrayFormatter::try_new(batch.column(index).as_ref(), &options)?;
                 formatted = Some((batch, formatter));

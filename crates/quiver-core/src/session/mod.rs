@@ -23,7 +23,7 @@ use datafusion::catalog::TableProvider;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{collect, execute_stream, ExecutionPlan, SendableRecordBatchStream};
+use datafusion::physical_plan::{execute_stream, ExecutionPlan, SendableRecordBatchStream};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{CopyToSource, CopyToStatement, DFParser, Statement};
 use datafusion::sql::sqlparser::ast::{Statement as SqlStatement, TableFactor};
