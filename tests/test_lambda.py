@@ -36,6 +36,15 @@ class Emulator(LambdaEmulator):
         super().__init__(env, log_path)
         self.fault_file = fault_file
 
+    def request(self, *args, **kwargs):
+        """As the emulator's, with its log's end when a request times out (a hang)."""
+        offset = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
+        try:
+            return super().request(*args, **kwargs)
+        except TimeoutError:
+            pytest.fail(f"no answer from the emulator; its log since the request:\n"
+                        f"{self.log_text(offset)[-6000:]}")
+
     def invoke(self, function, payload, timeout=TIMEOUT):
         """Direct invoke through the Invoke API path; (status, function error, body)."""
         status, headers, body = self.request(
@@ -66,7 +75,9 @@ def emulator(s3, tmp_path_factory):
         QUIVER_WORKER_FUNCTION="worker",
         QUIVER_RESULT_PREFIX=s3.url(RESULT_PREFIX),
         QUIVER_FAULT_FILE=fault_file,
-        QUIVER_INVOKE_TIMEOUT_SECS="240",
+        # Well under the test's own timeout: an invocation the emulator loses is retried
+        # in time (a worker here answers in seconds).
+        QUIVER_INVOKE_TIMEOUT_SECS="90",
         RUST_LOG="warn",
     )
     del env["AWS_ENDPOINT_URL"]
@@ -195,6 +206,44 @@ def test_a_worker_that_fails_once_is_retried(emulator, s3, oracle, fault):
     body = invoke_query(emulator, _prelude(s3) + query_sql(1))
     assert not os.path.exists(emulator.fault_file), "no worker took the fault"
     check_csv(oracle, 1, body["result"], f"after a worker {fault}")
+
+
+def test_a_straggling_worker_gets_a_duplicate_and_the_loser_s_spill_is_deleted(
+        emulator, s3, tpch_data):
+    """Worker 1 of 2 sleeps 20 s before its first attempt works. Once worker 0 has answered
+    (the wave's median), worker 1 gets a duplicate at 3x that time, which answers first; the
+    query does not wait for the sleeper. When the sleeper wakes it spills its ~9 MB answer
+    like any worker, and the coordinator, no longer waiting, deletes that spill."""
+    import duckdb
+
+    sleep = 20
+    lineitem = s3.url("tpch/single/lineitem.parquet")
+    s3.control.reset()
+    with open(emulator.fault_file, "w") as f:
+        f.write(f"sleep={sleep} worker=1")
+    started = time.time()
+    body = invoke_query(emulator, f"SELECT count(DISTINCT l_comment) AS n FROM '{lineitem}'",
+                        settings={"lambda.workers": "2", "quiver.min_bucket_bytes": "0"},
+                        fmt="json")
+    took = time.time() - started
+    assert not os.path.exists(emulator.fault_file), "no worker took the fault"
+    expected = duckdb.sql("SELECT count(DISTINCT l_comment) FROM read_parquet('" +
+                          os.path.join(tpch_data, "single", "lineitem.parquet") +
+                          "')").fetchall()[0][0]
+    assert body["result"] == [{"n": expected}]
+    assert body["metrics"]["workers"]["hedged"] == 1, body["metrics"]
+    assert took < sleep, f"the query waited for the straggler ({took:.1f} s)"
+    # The sleeper's spill is written after it wakes, then deleted.
+    deadline = time.time() + sleep + 60
+    while time.time() < deadline:
+        counts = s3.control.stats()["counts"]
+        deletes = counts.get("DeleteObject", 0) + counts.get("DeleteObjects", 0)
+        if counts.get("PutObject") == 3 and deletes == 3:
+            break
+        time.sleep(0.5)
+    assert counts.get("PutObject") == 3 and deletes == 3, counts
+    left = s3.client().list_objects_v2(Bucket=s3.bucket, Prefix=RESULT_PREFIX)
+    assert left.get("KeyCount", 0) == 0, left.get("Contents")
 
 
 def test_an_output_over_6_mb_travels_through_s3(emulator, s3, tpch_data):

@@ -59,6 +59,7 @@ impl Worker {
         reads.add_phase("encode", ms(started.elapsed() - ran_at));
         let metrics = WorkerMetrics {
             sub_coordinators: 0,
+            hedged: 0,
             rows: partitions
                 .iter()
                 .flatten()

@@ -332,8 +332,12 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
         eprint!("{}", metrics.report());
         if let Some(workers) = lambda.map(|runner| runner.take_metrics()) {
             eprintln!(
-                "lambda workers: {} buckets, {} rows out, {} requests, {} bytes read",
-                workers.buckets, workers.rows, workers.reads.requests, workers.reads.bytes_read
+                "lambda workers: {} buckets, {} rows out, {} requests, {} bytes read, {} hedged",
+                workers.buckets,
+                workers.rows,
+                workers.reads.requests,
+                workers.reads.bytes_read,
+                workers.hedged
             );
         }
     }

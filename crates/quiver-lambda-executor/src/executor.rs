@@ -24,6 +24,7 @@ use quiver_core::options::QuiverOptions;
 use quiver_core::runtime::QuiverRuntime;
 use quiver_core::scan::ScanFile;
 
+use crate::hedge::{Call, HedgePolicy, Wave};
 use crate::invoke::Invoker;
 use crate::options::LambdaOptions;
 use crate::protocol::{
@@ -59,42 +60,28 @@ impl LambdaRunner {
         std::mem::take(&mut *self.metrics.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Invokes `function` with `request`, retrying up to `retries` times; the error after
-    /// the last attempt names the worker and the buckets it had.
-    async fn invoke_with_retries(
+    /// A request's response: retried when it fails, duplicated when it straggles behind
+    /// the other requests of its `wave` (see `hedge`).
+    async fn invoke(
         &self,
         function: &str,
         request: &WorkerRequest,
-        retries: usize,
+        options: &LambdaOptions,
+        wave: &Wave,
+        context: &TaskContext,
     ) -> Result<WorkerResponse> {
-        let payload = serde_json::to_vec(request)
-            .map_err(|e| DataFusionError::Internal(format!("encoding a worker request: {e}")))?;
-        let mut last_error = String::new();
-        for attempt in 0..=retries {
-            if attempt > 0 {
-                eprintln!(
-                    "quiver: worker {} of query {} failed ({last_error}); attempt {} of {}",
-                    request.worker,
-                    request.query_id,
-                    attempt + 1,
-                    retries + 1
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(100 << attempt.min(6))).await;
-            }
-            match self.invoker.invoke(function, payload.clone()).await {
-                Ok(body) => match serde_json::from_slice::<WorkerResponse>(&body) {
-                    Ok(response) => return Ok(response),
-                    Err(e) => last_error = format!("malformed response: {e}"),
-                },
-                Err(e) => last_error = e.to_string(),
-            }
+        let buckets = describe_buckets(&request.files, &request.buckets);
+        let call = Call::new(&self.invoker, function, request, buckets, context)?;
+        let (answer, hedged) = call
+            .answer(options.retries, wave, &HedgePolicy::of(options))
+            .await;
+        if hedged {
+            self.add_metrics(&WorkerMetrics {
+                hedged: 1,
+                ..WorkerMetrics::default()
+            });
         }
-        Err(DataFusionError::Execution(format!(
-            "worker {} ({}) failed after {} attempts: {last_error}",
-            request.worker,
-            describe_buckets(&request.files, &request.buckets),
-            retries + 1
-        )))
+        answer
     }
 
     /// A worker's (or sub-coordinator's) output partitions; a spilled one is read and
@@ -132,9 +119,11 @@ impl LambdaRunner {
     ) -> Result<Vec<Vec<RecordBatch>>> {
         // join_all, not try_join_all: the first error must not drop the other requests,
         // whose workers would go on and leave their spills behind.
+        let wave = Wave::new(requests.len());
+        let wave = &wave;
         let outputs = join_all(requests.iter().map(|request| async move {
             let response = self
-                .invoke_with_retries(function, request, options.retries)
+                .invoke(function, request, options, wave, context)
                 .await?;
             self.output_of(response, context).await
         }))
@@ -151,9 +140,11 @@ impl LambdaRunner {
         options: &LambdaOptions,
         context: &TaskContext,
     ) -> Result<Vec<WrittenFile>> {
+        let wave = Wave::new(requests.len());
+        let wave = &wave;
         let results = join_all(requests.iter().map(|request| async move {
             let response = self
-                .invoke_with_retries(function, request, options.retries)
+                .invoke(function, request, options, wave, context)
                 .await?;
             self.add_metrics(&response.metrics);
             match response.output {

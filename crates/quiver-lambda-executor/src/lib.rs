@@ -3,9 +3,11 @@
 //! queries through it; the functions themselves live in `lambda/`.
 //!
 //! protocol (what travels) → results (inline or spilled) → invoke (the Invoke API) →
-//! executor (deals buckets, retries, tree invocation) → options (`lambda.*` settings)
+//! hedge (retries, duplicates for stragglers) → executor (deals buckets, tree invocation)
+//! → options (`lambda.*` settings)
 
 pub mod executor;
+pub mod hedge;
 pub mod invoke;
 pub mod options;
 pub mod protocol;

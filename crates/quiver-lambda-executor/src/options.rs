@@ -21,6 +21,11 @@ extensions_options! {
         pub tree_threshold: usize, default = 64
         /// Attempts after the first for a failed worker.
         pub retries: usize, default = 2
+        /// A worker still running after this multiple of its wave's median answer time
+        /// gets a duplicate invocation; 0 turns duplicates off.
+        pub hedge_multiple: f64, default = 3.0
+        /// No duplicate before this many milliseconds.
+        pub hedge_min_ms: u64, default = 2000
         /// Outputs larger than this go through the result prefix.
         pub inline_bytes: usize, default = INLINE_BYTES
         /// Where large outputs go: `s3://bucket/prefix/`.
@@ -46,6 +51,8 @@ impl LambdaOptions {
             ("QUIVER_MAX_WORKERS", "max_workers"),
             ("QUIVER_TREE_THRESHOLD", "tree_threshold"),
             ("QUIVER_WORKER_RETRIES", "retries"),
+            ("QUIVER_HEDGE_MULTIPLE", "hedge_multiple"),
+            ("QUIVER_HEDGE_MIN_MS", "hedge_min_ms"),
             ("QUIVER_INLINE_BYTES", "inline_bytes"),
             ("QUIVER_RESULT_PREFIX", "result_prefix"),
         ];

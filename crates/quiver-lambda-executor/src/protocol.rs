@@ -57,6 +57,9 @@ pub struct WorkerMetrics {
     pub rows: u64,
     /// Buckets the workers ran.
     pub buckets: u64,
+    /// Straggling requests that got a duplicate invocation.
+    #[serde(default)]
+    pub hedged: u64,
     /// Their reads, as any query reports them, with the phases decode, run and encode.
     #[serde(flatten)]
     pub reads: MetricsSnapshot,
@@ -67,6 +70,7 @@ impl WorkerMetrics {
         self.sub_coordinators += other.sub_coordinators;
         self.rows += other.rows;
         self.buckets += other.buckets;
+        self.hedged += other.hedged;
         self.reads.add(&other.reads);
     }
 }

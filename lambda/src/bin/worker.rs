@@ -1,7 +1,8 @@
 //! The worker function: runs a fragment over its buckets (see `quiver_lambda::worker`).
 //! `QUIVER_FAULT_FILE` injects faults for tests: when that file exists, the worker fails
-//! the way it says (`error`, `panic` or `crash`), once (it deletes the file), or on every
-//! invocation while the file says `always`; `worker=N` in it limits the fault to worker N.
+//! the way it says (`error`, `panic`, `crash`, or `sleep=SECONDS` before working as usual),
+//! once (it deletes the file), or on every invocation while the file says `always`;
+//! `worker=N` in it limits the fault to worker N.
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use quiver_lambda_executor::protocol::{WorkerRequest, WorkerResponse};
 #[global_allocator]
 static ALLOCATOR: quiver_core::allocator::MiMalloc = quiver_core::allocator::MiMalloc;
 
-fn injected_fault(worker: usize) -> Result<(), Error> {
+async fn injected_fault(worker: usize) -> Result<(), Error> {
     let Some(path) = quiver_lambda_executor::env("QUIVER_FAULT_FILE") else {
         return Ok(());
     };
@@ -30,9 +31,15 @@ fn injected_fault(worker: usize) -> Result<(), Error> {
     if !kind.contains("always") && std::fs::remove_file(&path).is_err() {
         return Ok(()); // another worker took it
     }
-    match kind.split_whitespace().next() {
-        Some("panic") => panic!("injected fault: panic"),
-        Some("crash") => std::process::abort(),
+    let first = kind.split_whitespace().next().unwrap_or_default();
+    if let Some(seconds) = first.strip_prefix("sleep=") {
+        let seconds: u64 = seconds.parse().map_err(|_| "injected fault: bad sleep")?;
+        tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
+        return Ok(());
+    }
+    match first {
+        "panic" => panic!("injected fault: panic"),
+        "crash" => std::process::abort(),
         _ => Err("injected fault: error".into()),
     }
 }
@@ -43,7 +50,7 @@ async fn main() -> Result<(), Error> {
     lambda_runtime::run(service_fn(move |event: LambdaEvent<WorkerRequest>| {
         let worker = Arc::clone(&worker);
         async move {
-            injected_fault(event.payload.worker)?;
+            injected_fault(event.payload.worker).await?;
             let started = std::time::Instant::now();
             let (query, number, buckets) = (
                 event.payload.query_id.clone(),
