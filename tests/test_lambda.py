@@ -395,3 +395,33 @@ def test_a_scheduled_job_refreshes_an_index_that_queries_then_use(emulator, s3, 
                         fmt="json")
     assert body["result"] == [{"n": 100}]
     assert body["metrics"]["coordinator"]["files_index_pruned"] == 8, body["metrics"]
+
+
+def test_no_key_reaches_an_answer_a_profile_or_a_log(emulator, s3, quiver):
+    """Last in this file, so that the emulator's log holds what both functions printed for
+    every test before it (failures, retries, spills, stragglers). Then the CLI, with the same
+    keys, through --profile, EXPLAIN, EXPLAIN ANALYZE, a fan-out and a denied request."""
+    keys = [s3.minio.secret_key, s3.minio.secret_key[:12]]
+    url = s3.url("tpch/single/nation.parquet")
+    env = s3.env(AWS_ENDPOINT_URL_S3=s3.endpoint)
+    del env["AWS_ENDPOINT_URL"]  # the SDK's Lambda client goes to the emulator
+    outputs = [emulator.log()]
+    for args in (["query", "--profile", f"SELECT count(*) FROM '{url}'"],
+                 ["explain", f"SELECT sum(n_nationkey) FROM '{url}'"],
+                 ["query", f"EXPLAIN ANALYZE SELECT sum(n_nationkey) FROM '{url}'"],
+                 ["query", "--executor", "lambda", "--function", "worker", "--lambda-endpoint",
+                  emulator.url, "--profile", f"SELECT count(*) FROM '{url}'"],
+                 ["query", f"SELECT count(*) FROM '{s3.url('no-such/*.parquet')}'"]):
+        proc = quiver.run(*args, env=env)
+        outputs += [proc.stdout, proc.stderr]
+    denied = quiver.run("query", f"SELECT count(*) FROM '{url}'",
+                        env=s3.env(AWS_SECRET_ACCESS_KEY="Kn0wnButWrong/SecretForQuiverTest"))
+    assert "access denied" in denied.stderr, denied.stderr
+    outputs += [denied.stdout, denied.stderr]
+    status, error, body = emulator.invoke(
+        "coordinator", {"sql": f"SELECT count(*) FROM '{s3.url('no-such/*.parquet')}'"})
+    outputs.append(json.dumps(body))
+    for key in keys + ["Kn0wnButWrong"]:
+        for text in outputs:
+            at = text.find(key)
+            assert at < 0, f"a key was printed: …{text[max(0, at - 200):at + 200]}"
