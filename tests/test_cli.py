@@ -2,6 +2,7 @@
 columns, virtual columns, schema override, explain, and clear errors (never a panic)."""
 import json
 import os
+import re
 import shlex
 import subprocess
 
@@ -459,3 +460,45 @@ def test_a_query_failing_half_way_leaves_the_older_output_file(quiver, tmp_path)
     # and a query that succeeds replaces it
     quiver.ok("query", "--format", "csv", "--output", str(out), "SELECT 1 AS n")
     assert out.read_text() == "n\n1\n"
+
+
+# the memory limit
+
+# About 110 MB of rows to sort: well over the limits set below.
+BIG_SORT = ("SELECT i, repeat('x', 100) AS pad FROM generate_series(1, 1000000) AS t(i) "
+            "ORDER BY i DESC")
+
+
+def spill_count(quiver, sql, *args):
+    plan = quiver.ok("query", "--format", "csv", *args, f"EXPLAIN ANALYZE {sql}")
+    return sum(int(n) for n in re.findall(r"spill_count=(\d+)", plan))
+
+
+def test_a_sort_over_the_memory_limit_spills_and_answers_right(quiver, tmp_path):
+    assert spill_count(quiver, BIG_SORT) == 0, "the default limit should hold this sort"
+    limit = ("--set", "quiver.memory_limit=64MB")
+    assert spill_count(quiver, BIG_SORT, *limit) > 0
+    out = tmp_path / "sorted.csv"
+    quiver.ok("query", "--format", "csv", "--output", str(out), *limit, BIG_SORT)
+    with open(out) as f:
+        assert f.readline() == "i,pad\n"
+        ids = [int(line.split(",", 1)[0]) for line in f]
+    assert ids == list(range(1000000, 0, -1))
+
+
+def test_a_join_that_cannot_spill_names_the_limit(quiver):
+    sql = ("SELECT count(*) AS n FROM generate_series(1, 2000000) AS a(i) "
+           "JOIN generate_series(1, 2000000) AS b(j) ON i = j")
+    proc = quiver.run("query", "--set", "quiver.memory_limit=4MB", sql)
+    assert proc.returncode == 1, proc.stderr
+    assert "quiver.memory_limit" in proc.stderr and "HashJoin" in proc.stderr, proc.stderr
+    # the same join within the default limit
+    assert quiver.csv(sql) == (["n"], [["2000000"]])
+
+
+def test_a_memory_limit_that_is_not_a_size_is_refused_at_once(quiver):
+    proc = quiver.run("query", "SET quiver.memory_limit = 'lots'; SELECT 1")
+    assert proc.returncode == 1 and "'lots' is not a size" in proc.stderr, proc.stderr
+    proc = quiver.run("query", "--set", "quiver.memory_limit=12 parsecs", "SELECT 1")
+    assert proc.returncode == 1 and "'4GB'" in proc.stderr, proc.stderr
+    assert quiver.csv("SET quiver.memory_limit = '50%'; SELECT 1 AS x") == (["x"], [["1"]])

@@ -35,8 +35,9 @@ impl Worker {
         for (key, value) in &request.settings {
             self.session.set(key, value)?;
         }
+        // The statement's pool first: the task context takes the session's pool as it is.
+        let metrics = self.session.begin_query()?;
         let context = self.session.context().task_ctx();
-        let metrics = self.session.begin_query();
         let started = Instant::now();
         let template = decode(&from_base64(&request.fragment)?, &context)?;
         let plan = over_buckets(&template, request.files.clone(), request.buckets.clone())?;

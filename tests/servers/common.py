@@ -8,12 +8,18 @@ contain '_', nor with a file name a test serves):
     /__quiver__/reset                      zero the counts, clear the log and pending faults
     /__quiver__/fail?status=503&count=2    the next 2 requests of the default kind (data GETs)
                     [&kind=HeadObject]     fail with that status; status=reset closes the
-                                           connection without an answer
+                                           connection without an answer; status=stall
+                    [&seconds=15]          sends the headers and a first chunk, then nothing
+                                           for that long, then closes the connection
+                    [&after=N]             lets N such requests through first
+                    [&share=0.05]          hits each such request with this chance (seeded),
+                                           while `count` lasts
     /__quiver__/config?delay=0.05          wait this many seconds before answering each request
 
 In-process users (pytest fixtures) call the same things as methods of `Control`.
 """
 import json
+import random
 import socket
 import struct
 import threading
@@ -43,7 +49,9 @@ class Control:
             self._bytes = {}
             self._methods = {}
             self._log = []
-            self._faults = []  # [kind, status, remaining]
+            self._faults = []  # [kind, status, remaining, to let through, share]
+            self._random = random.Random(42)
+            self.stall_seconds = 15.0
 
     def record(self, method, kind, path, range_header, status, nbytes):
         with self._lock:
@@ -65,17 +73,26 @@ class Control:
 
     # faults
 
-    def fail(self, status=503, count=1, kind=None):
-        """The next `count` requests of `kind` answer `status` (an int, or "reset")."""
-        status = status if status == "reset" else int(status)
+    def fail(self, status=503, count=1, kind=None, after=0, share=1.0, seconds=None):
+        """The next `count` requests of `kind` (after letting `after` through; each with
+        chance `share`) answer `status`: an int, "reset", or "stall" for `seconds`."""
+        status = status if status in ("reset", "stall") else int(status)
         with self._lock:
-            self._faults.append([kind or self.default_fail_kind, status, int(count)])
+            if seconds is not None:
+                self.stall_seconds = float(seconds)
+            self._faults.append([kind or self.default_fail_kind, status, int(count), int(after),
+                                 float(share)])
 
     def take_fault(self, kind):
         """The status to fail this request with, or None; uses up one pending fault."""
         with self._lock:
             for fault in self._faults:
                 if fault[0] == kind and fault[2] > 0:
+                    if fault[3] > 0:
+                        fault[3] -= 1
+                        return None
+                    if fault[4] < 1.0 and self._random.random() >= fault[4]:
+                        return None
                     fault[2] -= 1
                     status = fault[1]
                     self._faults = [f for f in self._faults if f[2] > 0]
@@ -126,8 +143,10 @@ class Control:
         if name == "fail":
             try:
                 status = params.get("status", "503")
-                self.fail(status if status == "reset" else int(status),
-                          int(params.get("count", "1")), params.get("kind"))
+                self.fail(status if status in ("reset", "stall") else int(status),
+                          int(params.get("count", "1")), params.get("kind"),
+                          int(params.get("after", "0")), float(params.get("share", "1")),
+                          params.get("seconds"))
             except ValueError as e:
                 return 400, {"error": str(e)}
             return 200, {"ok": True}

@@ -165,7 +165,8 @@ class Handler(BaseHandler):
             self.control.record(self.command, kind, path, range_header, 0, 0)
             self.reset_connection()
             return
-        if fault is not None:
+        stall = fault == "stall"
+        if fault is not None and not stall:
             code = S3_ERRORS.get(fault, "InternalError")
             xml = error_xml(code, S3_MESSAGES.get(code, f"injected failure {fault}"), path)
             self.control.run_hooks({"method": self.command, "kind": kind, "path": path,
@@ -185,7 +186,7 @@ class Handler(BaseHandler):
             self.control.record(self.command, kind, path, range_header, 502, 0)
             return
         with response:
-            self.relay(response, kind, path, range_header)
+            self.relay(response, kind, path, range_header, stall)
 
     def send_upstream(self, body):
         """Sends this request upstream (reconnecting once if a kept-alive connection went
@@ -213,7 +214,10 @@ class Handler(BaseHandler):
                     raise
         raise AssertionError("unreachable")
 
-    def relay(self, response, kind, path, range_header):
+    def relay(self, response, kind, path, range_header, stall=False):
+        """Streams the upstream answer to the client; `stall`: after half of the first chunk,
+        nothing for the control's stall_seconds, then the connection is closed (a stalled
+        one)."""
         headers = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP]
         no_body = self.command == "HEAD" or response.status in (204, 304) or \
             100 <= response.status < 200
@@ -240,12 +244,22 @@ class Handler(BaseHandler):
                 for chunk in source:
                     if not chunk:
                         continue
+                    if stall:  # half of the first chunk, never the whole body
+                        chunk = chunk[:max(1, len(chunk) // 2)]
                     if chunked:
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                     else:
                         self.wfile.write(chunk)
                     sent += len(chunk)
                     pacer.wrote(len(chunk))
+                    if stall:
+                        self.wfile.flush()
+                        time.sleep(self.control.stall_seconds)
+                        self.control.record(self.command, kind, path, range_header, 0, 0)
+                        self.upstream.close()
+                        self.upstream = None
+                        self.reset_connection()
+                        return
                 if chunked:
                     self.wfile.write(b"0\r\n\r\n")
         except BaseException:

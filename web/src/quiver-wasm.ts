@@ -47,6 +47,8 @@ export interface Metrics {
   requests: number;
   footer_requests: number;
   unplanned_requests: number;
+  hedged_requests: number;
+  abandoned_requests: number;
   bytes_read: number;
   bytes_planned: number;
   footer_cache_hits: number;

@@ -35,6 +35,8 @@ Examples:
   quiver query --executor lambda --function quiver-worker --workers 8 \\
       \"SELECT count(*) FROM 's3://bucket/logs/*.parquet'\"
   quiver query \"SELECT * FROM parquet_metadata('data/*.parquet')\"
+  quiver query --set quiver.memory_limit=2GB --format parquet --output sorted.parquet \\
+      \"SELECT * FROM 'data/*.parquet' ORDER BY ts\"   # sorts beyond 2 GB spill to disk
   quiver index build 's3://bucket/events/**/*.parquet'";
 
 const INDEX_EXAMPLES: &str = "\
@@ -158,7 +160,8 @@ struct QueryArgs {
     /// Read public S3 buckets without credentials.
     #[arg(long)]
     anonymous: bool,
-    /// Any setting, as SET does: `--set quiver.block_cache_bytes=0` (repeatable).
+    /// Any setting, as SET does: `--set quiver.block_cache_bytes=0`, `--set
+    /// quiver.memory_limit=4GB` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     settings: Vec<String>,
 }
@@ -291,7 +294,7 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
     for (key, value) in args.settings()? {
         session
             .set(&key, &value)
-            .map_err(|e| format!("{key}: {}", describe(&e)))?;
+            .map_err(|e| setting_error(&key, &e))?;
     }
 
     if explain {
@@ -344,6 +347,16 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// A refused `--set`, naming the setting once.
+fn setting_error(key: &str, error: &datafusion::error::DataFusionError) -> String {
+    let message = describe(error);
+    if message.contains(key) {
+        message
+    } else {
+        format!("{key}: {message}")
+    }
+}
+
 /// `quiver index build|refresh|show`: the session gives the settings (S3 endpoint, region).
 async fn run_index(args: IndexArgs) -> Result<(), String> {
     use quiver_core::index::{build_index, refresh_index, show_index};
@@ -361,11 +374,11 @@ async fn run_index(args: IndexArgs) -> Result<(), String> {
             .ok_or_else(|| format!("--set takes KEY=VALUE, not '{setting}'"))?;
         session
             .set(key.trim(), value.trim())
-            .map_err(|e| format!("{key}: {}", describe(&e)))?;
+            .map_err(|e| setting_error(key, &e))?;
     }
     let s3 = session.s3_options();
     let runtime = session.runtime();
-    session.begin_query();
+    session.begin_query().map_err(|e| describe(&e))?;
     let (glob, to) = (args.glob.as_str(), args.to.as_deref());
     let status = match args.action {
         IndexAction::Build => build_index(runtime, glob, to, &s3).await,

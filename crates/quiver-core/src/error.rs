@@ -68,7 +68,11 @@ pub fn describe(error: &DataFusionError) -> String {
     match error.find_root() {
         DataFusionError::External(inner) => inner.to_string(),
         DataFusionError::SQL(parse, _) => format!("SQL syntax error: {parse}"),
-        DataFusionError::Plan(message) => message.clone(),
+        DataFusionError::Plan(message) | DataFusionError::Configuration(message) => message.clone(),
+        DataFusionError::ResourcesExhausted(message) => format!(
+            "the query needs more memory than quiver.memory_limit allows ({message}); raise \
+             it, e.g. SET quiver.memory_limit = '16GB' (or 'off'), or read less at once"
+        ),
         DataFusionError::SchemaError(schema_error, _) => schema_error.to_string(),
         other => other.to_string(),
     }

@@ -13,7 +13,8 @@ use parquet::schema::types::SchemaDescriptor;
 use crate::cache::{BlockCache, Lookup};
 use crate::error::Result;
 use crate::metrics::{QueryMetrics, SpanKind};
-use crate::source::{ObjectMeta, ObjectSource};
+use crate::source::{HedgePolicy, ObjectMeta, ObjectSource};
+use crate::tail::read_range;
 
 /// 1 MiB: a gap smaller than this costs less to read through than a request's latency
 /// against object storage (about 1 MiB at 100 MB/s and 10 ms per request).
@@ -26,11 +27,13 @@ pub const MAX_COALESCED_BYTES: u64 = 16 * 1024 * 1024;
 /// 16 requests in flight: enough to fill a fast link to S3 from one machine.
 pub const MAX_CONCURRENT_REQUESTS: usize = 16;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FetchOptions {
     pub coalesce_gap: u64,
     pub max_coalesced_bytes: u64,
     pub max_concurrent_requests: usize,
+    /// When a read is late and gets a duplicate (see `tail`).
+    pub hedge: HedgePolicy,
 }
 
 impl Default for FetchOptions {
@@ -39,6 +42,7 @@ impl Default for FetchOptions {
             coalesce_gap: COALESCE_GAP,
             max_coalesced_bytes: MAX_COALESCED_BYTES,
             max_concurrent_requests: MAX_CONCURRENT_REQUESTS,
+            hedge: HedgePolicy::default(),
         }
     }
 }
@@ -208,7 +212,7 @@ pub async fn fetch_ranges(
     let fetched: Vec<(u64, Bytes)> = stream::iter(plan)
         .map(|range| async move {
             let started = metrics.timeline.begin();
-            let bytes = source.get_range(object, range.clone()).await?;
+            let bytes = read_range(source, object, range.clone(), &options.hedge, metrics).await?;
             metrics.record_read(bytes.len() as u64);
             let size = bytes.len() as u64;
             metrics

@@ -3,6 +3,7 @@
 //! footer of nearly every file; a larger footer costs exactly one more request.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
@@ -13,7 +14,8 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use crate::cache::BlockCache;
 use crate::error::{QuiverError, Result};
 use crate::metrics::{file_name, QueryMetrics, SpanKind};
-use crate::source::{ObjectMeta, ObjectSource};
+use crate::source::{HedgePolicy, ObjectMeta, ObjectSource};
+use crate::tail::read_range;
 
 /// 512 KiB: large enough for the footer of files with thousands of row groups, small enough
 /// that one request costs about what a 1-byte request costs against object storage.
@@ -39,6 +41,7 @@ impl FooterCache {
         meta: &ObjectMeta,
         metrics: &QueryMetrics,
         blocks: &BlockCache,
+        hedge: &HedgePolicy,
     ) -> Result<Arc<ParquetMetaData>> {
         let key = (meta.path.clone(), meta.version.clone());
         if let Some(found) = self
@@ -50,7 +53,7 @@ impl FooterCache {
             QueryMetrics::add(&metrics.footer_cache_hits, 1);
             return Ok(Arc::clone(&found.0));
         }
-        let (parsed, encoded_len) = read_footer(source, meta, metrics, blocks).await?;
+        let (parsed, encoded_len) = read_footer(source, meta, metrics, blocks, hedge).await?;
         let parsed = Arc::new(parsed);
         self.entries
             .lock()
@@ -85,6 +88,7 @@ async fn read_footer(
     meta: &ObjectMeta,
     metrics: &QueryMetrics,
     blocks: &BlockCache,
+    hedge: &HedgePolicy,
 ) -> Result<(ParquetMetaData, u64)> {
     let path = &meta.path;
     let not_parquet = |reason: &str| QuiverError::NotParquet {
@@ -98,7 +102,7 @@ async fn read_footer(
         )));
     }
     let first = FOOTER_READ_BYTES.min(meta.size);
-    let tail = fetch(source, meta, meta.size - first, meta.size, metrics).await?;
+    let tail = fetch(source, meta, meta.size - first..meta.size, metrics, hedge).await?;
     // A small file's tail is the whole file: its column chunks then cost no second request.
     blocks.insert(meta, &[(meta.size - first, tail.clone())]);
     let end = &tail[tail.len() - FOOTER_TAIL as usize..];
@@ -122,7 +126,14 @@ async fn read_footer(
         tail.slice((first - needed) as usize..(first - FOOTER_TAIL) as usize)
     } else {
         // One more request for the part of the footer before what we already hold.
-        let head = fetch(source, meta, meta.size - needed, meta.size - first, metrics).await?;
+        let head = fetch(
+            source,
+            meta,
+            meta.size - needed..meta.size - first,
+            metrics,
+            hedge,
+        )
+        .await?;
         let mut joined = BytesMut::with_capacity(needed as usize);
         joined.extend_from_slice(&head);
         joined.extend_from_slice(&tail[..tail.len() - FOOTER_TAIL as usize]);
@@ -140,12 +151,12 @@ async fn read_footer(
 async fn fetch(
     source: &dyn ObjectSource,
     meta: &ObjectMeta,
-    start: u64,
-    end: u64,
+    range: Range<u64>,
     metrics: &QueryMetrics,
+    hedge: &HedgePolicy,
 ) -> Result<Bytes> {
     let started = metrics.timeline.begin();
-    let bytes = source.get_range(meta, start..end).await?;
+    let bytes = read_range(source, meta, range, hedge, metrics).await?;
     metrics.record_read(bytes.len() as u64);
     QueryMetrics::add(&metrics.footer_requests, 1);
     let lane = format!("{} footer", file_name(&meta.path));

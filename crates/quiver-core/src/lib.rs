@@ -2,7 +2,7 @@
 //! source trait, object storage). Modules follow the flow of a query, top to bottom;
 //! none imports one above it.
 //!
-//! source → cache → footer → prune → statistics → bucket → fetch → scan → copy → table →
+//! source → tail → cache → footer → prune → statistics → bucket → fetch → scan → copy → table →
 //! metadata → index → fragment → exec → session → format
 //!
 //! Public are the modules the faces (the command, the browser module, the Lambda executor
@@ -22,6 +22,7 @@ pub mod format;
 pub mod fragment;
 pub mod index;
 pub mod inspect;
+pub mod memory;
 pub mod metadata;
 pub mod metrics;
 pub mod options;
@@ -33,6 +34,7 @@ pub mod source;
 pub mod sql_types;
 mod statistics;
 mod table;
+mod tail;
 
 pub use error::{describe, QuiverError};
 pub use session::{ExecutorKind, QueryOutput, QueryStream, QuiverSession, SessionOptions};

@@ -20,6 +20,10 @@ pub struct QueryMetrics {
     pub cache_hit_bytes: AtomicU64,
     /// Reads the range plan did not foresee (served, but counted so that a gap shows).
     pub unplanned_requests: AtomicU64,
+    /// Late reads that got a duplicate request (see `tail`).
+    pub hedged_requests: AtomicU64,
+    /// Requests given up unfinished because their duplicate answered first.
+    pub abandoned_requests: AtomicU64,
     pub files: AtomicU64,
     pub files_pruned: AtomicU64,
     /// Files the persistent index ruled out: their footers were never read.
@@ -114,6 +118,8 @@ pub struct MetricsSnapshot {
     pub requests: u64,
     pub footer_requests: u64,
     pub unplanned_requests: u64,
+    pub hedged_requests: u64,
+    pub abandoned_requests: u64,
     pub bytes_read: u64,
     pub bytes_planned: u64,
     pub footer_cache_hits: u64,
@@ -142,6 +148,8 @@ impl MetricsSnapshot {
         self.requests += other.requests;
         self.footer_requests += other.footer_requests;
         self.unplanned_requests += other.unplanned_requests;
+        self.hedged_requests += other.hedged_requests;
+        self.abandoned_requests += other.abandoned_requests;
         self.bytes_read += other.bytes_read;
         self.bytes_planned += other.bytes_planned;
         self.footer_cache_hits += other.footer_cache_hits;
@@ -166,7 +174,7 @@ impl MetricsSnapshot {
     pub fn report(&self) -> String {
         let mut out = format!(
             "rows: {}\nfiles: {} read, {} pruned ({} of them by the index, no footer read)\nrow groups: {} read, {} pruned by statistics\n\
-             buckets: {} ({} done)\nrequests: {} ({} for footers, {} unplanned), {} bytes read, {} bytes planned\n\
+             buckets: {} ({} done)\nrequests: {} ({} for footers, {} unplanned, {} hedged, {} abandoned), {} bytes read, {} bytes planned\n\
              footer cache hits: {}, block cache hits: {} bytes\n",
             self.rows_out,
             self.files,
@@ -179,6 +187,8 @@ impl MetricsSnapshot {
             self.requests,
             self.footer_requests,
             self.unplanned_requests,
+            self.hedged_requests,
+            self.abandoned_requests,
             self.bytes_read,
             self.bytes_planned,
             self.footer_cache_hits,
@@ -236,6 +246,8 @@ impl QueryMetrics {
             requests: g(&self.requests),
             footer_requests: g(&self.footer_requests),
             unplanned_requests: g(&self.unplanned_requests),
+            hedged_requests: g(&self.hedged_requests),
+            abandoned_requests: g(&self.abandoned_requests),
             bytes_read: g(&self.bytes_read),
             bytes_planned: g(&self.bytes_planned),
             footer_cache_hits: g(&self.footer_cache_hits),

@@ -7,7 +7,7 @@ use datafusion::common::extensions_options;
 use crate::bucket::{BucketOptions, MAX_BUCKET_BYTES, MIN_BUCKET_BYTES};
 use crate::cache::BLOCK_CACHE_BYTES;
 use crate::fetch::{FetchOptions, COALESCE_GAP, MAX_COALESCED_BYTES, MAX_CONCURRENT_REQUESTS};
-use crate::source::S3Options;
+use crate::source::{HedgePolicy, S3Options, HEDGE_MIN_MS, HEDGE_MULTIPLE};
 
 extensions_options! {
     /// Settings under the `quiver.` prefix.
@@ -18,6 +18,11 @@ extensions_options! {
         pub max_coalesced_bytes: u64, default = MAX_COALESCED_BYTES
         /// Requests in flight at once, per bucket.
         pub max_concurrent_requests: usize, default = MAX_CONCURRENT_REQUESTS
+        /// A remote read still running after this multiple of the source's recent p95 (for
+        /// its size) gets a duplicate, and the first answer wins; 0 turns that off.
+        pub hedge_multiple: f64, default = HEDGE_MULTIPLE
+        /// No read gets a duplicate before this many milliseconds.
+        pub hedge_min_ms: u64, default = HEDGE_MIN_MS
         /// Buckets smaller than this are not split off, unless a thread would idle (then down
         /// to 1 MiB); 0 splits every file for every thread.
         pub min_bucket_bytes: u64, default = MIN_BUCKET_BYTES
@@ -36,6 +41,10 @@ extensions_options! {
         /// The persistent index: `auto` (use `_quiver_index` at the glob's literal
         /// prefix if the listing sees one), `off`, or the URI of an index file.
         pub index: String, default = "auto".to_string()
+        /// What a query's operators may hold: `auto` (80% of this machine's memory, or of
+        /// a Lambda function's), `off`, a share (`50%`) or a size (`4GB`, `512MiB`). Sorts
+        /// and aggregates spill to disk beyond it; the block cache keeps to a quarter of it.
+        pub memory_limit: String, default = "auto".to_string()
     }
 }
 
@@ -54,6 +63,14 @@ impl QuiverOptions {
             coalesce_gap: self.coalesce_gap,
             max_coalesced_bytes: self.max_coalesced_bytes,
             max_concurrent_requests: self.max_concurrent_requests,
+            hedge: self.hedge(),
+        }
+    }
+
+    pub fn hedge(&self) -> HedgePolicy {
+        HedgePolicy {
+            multiple: self.hedge_multiple,
+            floor: std::time::Duration::from_millis(self.hedge_min_ms),
         }
     }
 

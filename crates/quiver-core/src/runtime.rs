@@ -13,7 +13,7 @@ use crate::cache::BlockCache;
 use crate::footer::FooterCache;
 use crate::metrics::QueryMetrics;
 use crate::options::QuiverOptions;
-use crate::source::{ObjectMeta, ObjectSource, Sources};
+use crate::source::{HedgePolicy, ObjectMeta, ObjectSource, Sources};
 use parquet::file::metadata::ParquetMetaData;
 
 /// 1 GiB of fetched, not yet decoded bytes at most; buckets wait for room beyond it.
@@ -28,6 +28,8 @@ pub struct QuiverRuntime {
     pub footers: FooterCache,
     pub blocks: BlockCache,
     metrics: RwLock<Arc<QueryMetrics>>,
+    /// The hedging of the statement running now, for its footer reads.
+    hedge: RwLock<HedgePolicy>,
     memory: Arc<Semaphore>,
     memory_units: u32,
 }
@@ -46,6 +48,7 @@ impl QuiverRuntime {
             footers: FooterCache::default(),
             blocks: BlockCache::default(),
             metrics: RwLock::new(Arc::default()),
+            hedge: RwLock::default(),
             memory: Arc::new(Semaphore::new(memory_units as usize)),
             memory_units,
         }
@@ -59,13 +62,24 @@ impl QuiverRuntime {
     }
 
     /// Starts a query: its metrics afresh (returned), the block cache bounded as its
-    /// settings say.
-    pub fn begin_query(&self, options: &QuiverOptions) -> Arc<QueryMetrics> {
-        self.blocks.set_capacity(options.block_cache_bytes);
+    /// settings say, and to a quarter of the query's memory limit, which it sits outside of.
+    pub fn begin_query(
+        &self,
+        options: &QuiverOptions,
+        memory_limit: Option<u64>,
+    ) -> Arc<QueryMetrics> {
+        let share_of_limit = memory_limit.map_or(u64::MAX, |limit| limit / 4);
+        self.blocks
+            .set_capacity(options.block_cache_bytes.min(share_of_limit));
+        *self.hedge.write().unwrap_or_else(|p| p.into_inner()) = options.hedge();
         let fresh = Arc::new(QueryMetrics::default());
         fresh.timeline.begin(); // the query's time origin
         *self.metrics.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&fresh);
         fresh
+    }
+
+    fn hedge(&self) -> HedgePolicy {
+        *self.hedge.read().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn metrics(&self) -> Arc<QueryMetrics> {
@@ -82,7 +96,7 @@ impl QuiverRuntime {
     ) -> datafusion::error::Result<Arc<ParquetMetaData>> {
         Ok(self
             .footers
-            .load(source, meta, metrics, &self.blocks)
+            .load(source, meta, metrics, &self.blocks, &self.hedge())
             .await?)
     }
 

@@ -21,6 +21,7 @@ use datafusion::datasource::physical_plan::{
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::table_schema::TableSchema;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
@@ -330,18 +331,31 @@ impl ExecutionPlan for BucketScanExec {
         let fetches = {
             let scan = Arc::clone(&scan);
             let runtime = Arc::clone(&runtime);
+            let pool = Arc::clone(context.memory_pool());
             futures::stream::iter(buckets)
                 .map(move |bucket| {
                     let (scan, runtime, options) =
                         (Arc::clone(&scan), Arc::clone(&runtime), options.clone());
+                    let pool = Arc::clone(&pool);
                     async move {
-                        // Memory for this bucket's bytes only, held until it is decoded.
+                        // Memory for this bucket's bytes only, held until it is decoded:
+                        // the runtime's budget bounds every query's fetched bytes, and the
+                        // query's pool counts them, so that its operators spill sooner.
                         let permit = runtime.reserve(bucket.bytes).await?;
+                        let reservation =
+                            MemoryConsumer::new(format!("BucketScan[{partition}]")).register(&pool);
+                        reservation.grow(bucket.bytes as usize);
                         let metrics = runtime.metrics();
                         let input = scan
                             .read_bucket(&runtime, &options, &bucket, &metrics)
                             .await?;
-                        Ok((input, permit))
+                        Ok((
+                            input,
+                            HeldBytes {
+                                _budget: permit,
+                                _reservation: reservation,
+                            },
+                        ))
                     }
                     .boxed()
                 })
@@ -373,7 +387,14 @@ impl ExecutionPlan for BucketScanExec {
 /// holds at most three buckets' bytes (it used to hold all of its buckets).
 const PREFETCH_BUCKETS: usize = 2;
 
-type FetchedBucket = Result<(PartitionedFile, OwnedSemaphorePermit)>;
+type FetchedBucket = Result<(PartitionedFile, HeldBytes)>;
+
+/// A fetched bucket's room in the runtime's budget and in the query's memory pool; both
+/// return when it drops.
+struct HeldBytes {
+    _budget: OwnedSemaphorePermit,
+    _reservation: MemoryReservation,
+}
 
 /// A partition's batches, bucket after bucket: each bucket's bytes are fetched (up to
 /// `PREFETCH_BUCKETS` ahead) and then decoded from memory. The next fetch is driven
@@ -383,7 +404,7 @@ struct BucketStream {
     fetches: futures::stream::Fuse<futures::stream::BoxStream<'static, FetchedBucket>>,
     /// A fetched bucket waiting for the current one to finish.
     next: Option<FetchedBucket>,
-    current: Option<(SendableRecordBatchStream, OwnedSemaphorePermit)>,
+    current: Option<(SendableRecordBatchStream, HeldBytes)>,
     decode: Box<dyn FnMut(PartitionedFile) -> Result<SendableRecordBatchStream> + Send>,
     done: Box<dyn Fn() + Send>,
 }
@@ -415,8 +436,8 @@ impl futures::Stream for BucketStream {
                 }
             }
             match this.next.take() {
-                Some(Ok((input, permit))) => match (this.decode)(input) {
-                    Ok(stream) => this.current = Some((stream, permit)),
+                Some(Ok((input, held))) => match (this.decode)(input) {
+                    Ok(stream) => this.current = Some((stream, held)),
                     Err(error) => return Poll::Ready(Some(Err(error))),
                 },
                 Some(Err(error)) => return Poll::Ready(Some(Err(error))),

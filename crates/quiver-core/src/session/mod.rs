@@ -21,7 +21,9 @@ use datafusion::arrow::array::{ArrayRef, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::TableProvider;
 use datafusion::error::{DataFusionError, Result};
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::logical_expr::{LogicalPlan, Statement as LogicalStatement};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{execute_stream, ExecutionPlan, SendableRecordBatchStream};
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -35,6 +37,7 @@ pub use crate::exec::ExecutorKind;
 use crate::exec::{
     execute_with_fragments, travelling_fragments, ComputePool, FragmentRunner, RayonRunner,
 };
+use crate::memory;
 use crate::metadata::MetadataTable;
 use crate::metrics::QueryMetrics;
 use crate::options::QuiverOptions;
@@ -134,6 +137,8 @@ pub struct QuiverSession {
     pool: ComputePool,
     options: SessionOptions,
     remote: Option<Arc<dyn FragmentRunner>>,
+    /// The limit the context's memory pool was built for (`quiver.memory_limit`).
+    memory_limit: std::sync::Mutex<Option<u64>>,
 }
 
 impl QuiverSession {
@@ -154,7 +159,11 @@ impl QuiverSession {
             .with_round_robin_repartition(options.executor == ExecutorKind::DataFusion)
             .with_extension(Arc::clone(&runtime))
             .with_option_extension(QuiverOptions::default());
-        let context = SessionContext::new_with_config(config);
+        let memory_limit = memory::default_limit();
+        let memory = RuntimeEnvBuilder::new()
+            .with_memory_pool(memory::pool(memory_limit))
+            .build_arc()?;
+        let context = SessionContext::new_with_config_rt(config, memory);
         // Our scan hands DataFusion bytes already fetched, yet DataFusion still looks up the
         // store of its URL (file:///), which the browser build has none of.
         #[cfg(target_arch = "wasm32")]
@@ -176,6 +185,7 @@ impl QuiverSession {
             pool,
             options,
             remote: None,
+            memory_limit: std::sync::Mutex::new(memory_limit),
         })
     }
 
@@ -197,12 +207,33 @@ impl QuiverSession {
         &self.runtime
     }
 
-    /// Starts a statement: fresh metrics (returned) and the block cache bounded as the
-    /// session's settings say now.
-    pub fn begin_query(&self) -> Arc<QueryMetrics> {
+    /// Starts a statement: fresh metrics (returned), the memory pool and the block cache
+    /// bounded as the session's settings say now.
+    pub fn begin_query(&self) -> Result<Arc<QueryMetrics>> {
         // Read in place: `state()` would clone the whole session state every statement.
         let options = QuiverOptions::of(self.context.state_ref().read().config_options());
-        self.runtime.begin_query(&options)
+        let limit = memory::parse_limit(&options.memory_limit)?;
+        self.set_memory_limit(limit)?;
+        Ok(self.runtime.begin_query(&options, limit))
+    }
+
+    /// Gives the session a pool of `limit` bytes when its pool has another. Statements
+    /// start one after another, so no reservation is held in the pool it replaces.
+    fn set_memory_limit(&self, limit: Option<u64>) -> Result<()> {
+        let mut applied = self.memory_limit.lock().unwrap_or_else(|p| p.into_inner());
+        if *applied == limit {
+            return Ok(());
+        }
+        let state = self.context.state_ref();
+        let mut state = state.write();
+        let runtime = RuntimeEnvBuilder::from_runtime_env(state.runtime_env())
+            .with_memory_pool(memory::pool(limit))
+            .build_arc()?;
+        *state = SessionStateBuilder::new_from_existing(state.clone())
+            .with_runtime_env(runtime)
+            .build();
+        *applied = limit;
+        Ok(())
     }
 
     /// The S3 settings in force.
@@ -213,6 +244,9 @@ impl QuiverSession {
     /// Sets a configuration value, as `SET key = value` does (`quiver.coalesce_gap`, or any
     /// of DataFusion's `datafusion.*` settings).
     pub fn set(&self, key: &str, value: &str) -> Result<()> {
+        if key.eq_ignore_ascii_case("quiver.memory_limit") {
+            memory::parse_limit(value)?;
+        }
         self.context
             .state_ref()
             .write()
@@ -270,7 +304,7 @@ impl QuiverSession {
         for statement in statements {
             self.run_statement(statement).await?;
         }
-        self.begin_query();
+        self.begin_query()?;
         let plan = self.logical_plan(last).await?;
         self.context
             .execute_logical_plan(plan)
@@ -431,9 +465,15 @@ impl QuiverSession {
     }
 
     async fn stream_statement(&self, statement: Statement) -> Result<QueryStream> {
-        let metrics = self.begin_query();
+        let metrics = self.begin_query()?;
         let started = Instant::now();
         let plan = self.logical_plan(statement).await?;
+        if let LogicalPlan::Statement(LogicalStatement::SetVariable(set)) = &plan {
+            // Refused now, not when the next statement starts.
+            if set.variable.eq_ignore_ascii_case("quiver.memory_limit") {
+                memory::parse_limit(&set.value)?;
+            }
+        }
         if let LogicalPlan::DescribeTable(described) = &plan {
             let batch = describe_batch(&described.schema)?;
             let output = QueryOutput {
@@ -547,7 +587,7 @@ impl QuiverSession {
     ) -> Result<QueryOutput> {
         use crate::index::{build_index, refresh_index, show_index};
         use index_calls::IndexAction;
-        let metrics = self.begin_query();
+        let metrics = self.begin_query()?;
         let (s3, runtime, to) = (self.s3_options(), &self.runtime, to.as_deref());
         let status = match action {
             IndexAction::Build => build_index(runtime, &glob, to, &s3).await?,
@@ -595,7 +635,7 @@ impl QuiverSession {
         if self.options.executor != ExecutorKind::Remote {
             return Ok(None);
         }
-        let metrics = self.begin_query();
+        let metrics = self.begin_query()?;
         let plan = self.logical_plan(statement.clone()).await?;
         let mut top = self
             .context

@@ -185,6 +185,10 @@ impl ObjectSource for HttpSource {
     async fn get_range(&self, object: &ObjectMeta, range: Range<u64>) -> Result<Bytes> {
         self.store.get_range(object, range).await
     }
+
+    fn latencies(&self) -> Option<&super::Latencies> {
+        self.store.latencies()
+    }
 }
 
 #[cfg(target_arch = "wasm32")]

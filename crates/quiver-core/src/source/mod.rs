@@ -6,6 +6,7 @@ mod aws_profile;
 mod glob;
 pub mod hive;
 mod http;
+mod latency;
 mod listing;
 mod local;
 mod remote;
@@ -24,6 +25,7 @@ use crate::error::{QuiverError, Result};
 
 pub use glob::GlobPattern;
 pub use http::HttpSource;
+pub use latency::{HedgePolicy, Latencies, HEDGE_MIN_MS, HEDGE_MULTIPLE};
 pub use listing::{
     list_files, virtual_fields as listing_virtual_fields, ListedFile, Listing, ListingOptions,
     INDEX_FILE_NAME, VIRTUAL_COLUMNS,
@@ -71,6 +73,12 @@ pub trait ObjectSource: Debug + Send + Sync {
             location: path.to_string(),
             reason: "this source is read-only".into(),
         })
+    }
+
+    /// How long this source's reads have been taking, for sources whose reads can stall
+    /// (remote ones); `crate::tail` hedges their late reads.
+    fn latencies(&self) -> Option<&Latencies> {
+        None
     }
 
     /// The whole object.

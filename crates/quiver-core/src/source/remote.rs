@@ -11,7 +11,7 @@ use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
-use super::{ObjectMeta, ObjectSource};
+use super::{Latencies, ObjectMeta, ObjectSource};
 use crate::error::{QuiverError, Result};
 
 #[derive(Debug, Clone)]
@@ -21,6 +21,7 @@ pub struct StoreSource {
     base: String,
     /// Whether ranged GETs send `If-Match` with the listed etag.
     checks_etag: bool,
+    latencies: Arc<Latencies>,
 }
 
 impl StoreSource {
@@ -29,6 +30,7 @@ impl StoreSource {
             store,
             base,
             checks_etag,
+            latencies: Arc::default(),
         }
     }
 
@@ -110,6 +112,10 @@ impl ObjectSource for StoreSource {
             .await
             .map_err(read_error)?;
         result.bytes().await.map_err(read_error)
+    }
+
+    fn latencies(&self) -> Option<&Latencies> {
+        Some(&self.latencies)
     }
 
     async fn put(&self, path: &str, bytes: Bytes) -> Result<()> {
