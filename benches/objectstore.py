@@ -50,6 +50,18 @@ class Counter:
         stats = self._get("stats")
         return {"counts": stats["counts"], "bytes": stats["bytes"]}
 
+    def stall(self, share, seconds):
+        """From now on each GET, with chance `share`, stalls for `seconds` (see s3_proxy)."""
+        self._get(f"fail?status=stall&count=1000000&share={share}&seconds={seconds}")
+
+    def stalls_met(self):
+        """GETs given a fault since the reset."""
+        return self._get("stats")["faults_taken"]
+
+    def stalled_closed(self):
+        """Stalled GETs the proxy has closed since the reset (logged with status 0)."""
+        return sum(1 for r in self._get("stats")["requests"] if r["status"] == 0)
+
 
 class MinIO(servers.minio.MinIO):
     """The shared wrapper of scripts/minio.sh (tests/servers/minio.py) on 127.0.0.1:port, with

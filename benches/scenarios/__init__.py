@@ -2,12 +2,14 @@
 (see benches/harness.py for `bench`). To add one, write a module like these and list it here."""
 import importlib
 
-from benches.scenarios import index, memory_limit, partitioned, s3, small_files, threads, tpch
+from benches.scenarios import (index, memory_limit, partitioned, s3, small_files, stalls,
+                               threads, tpch)
 
 # `lambda` is a Python keyword: its module is imported by name.
 lambda_workers = importlib.import_module("benches.scenarios.lambda")
 
-SCENARIOS = [tpch, partitioned, s3, small_files, threads, lambda_workers, index, memory_limit]
+SCENARIOS = [tpch, partitioned, s3, small_files, threads, lambda_workers, index, memory_limit,
+             stalls]
 
 # Issue 4's scenarios that wait for parts of Quiver not built yet (none now: the Lambda
 # fan-out is measured by scenario `lambda`, benches/scenarios/lambda.py).

@@ -50,6 +50,7 @@ class Control:
             self._methods = {}
             self._log = []
             self._faults = []  # [kind, status, remaining, to let through, share]
+            self._faults_taken = 0
             self._random = random.Random(42)
             self.stall_seconds = 15.0
 
@@ -65,7 +66,8 @@ class Control:
     def stats(self):
         with self._lock:
             return {"counts": dict(self._counts), "bytes": dict(self._bytes),
-                    "methods": dict(self._methods), "requests": list(self._log)}
+                    "methods": dict(self._methods), "requests": list(self._log),
+                    "faults_taken": self._faults_taken}
 
     def count(self, kind):
         with self._lock:
@@ -94,6 +96,7 @@ class Control:
                     if fault[4] < 1.0 and self._random.random() >= fault[4]:
                         return None
                     fault[2] -= 1
+                    self._faults_taken += 1
                     status = fault[1]
                     self._faults = [f for f in self._faults if f[2] > 0]
                     return status

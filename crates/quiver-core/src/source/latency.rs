@@ -1,7 +1,9 @@
 //! How long a remote source's reads have been taking, and so when one is late. A read's
 //! time grows with its size, so each is kept as seconds per cost unit (one round trip plus
 //! a mebibyte); a read is late past a multiple of the recent 95th percentile for its size,
-//! and never before a floor. `crate::tail` hedges the late ones.
+//! and never before a floor. Until enough reads are timed, a pessimistic guess at S3 stands
+//! in for the p95, so that the first reads of a process (a footer, a one-file query's few
+//! GETs) are covered too. `crate::tail` hedges the late ones.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -36,8 +38,17 @@ pub const HEDGE_MIN_MS: u64 = 1000;
 /// Reads remembered per source: enough for a stable p95, few enough to follow a change.
 const WINDOW: usize = 64;
 
-/// No read is late until this many have been timed: before that there is no p95 to trust.
+/// Reads timed before the p95 is trusted; until then `COLD_SECONDS_PER_UNIT` stands in.
 const MIN_SAMPLES: usize = 8;
+
+/// The p95 assumed of a source not yet timed: 250 ms for a round trip plus a mebibyte, as
+/// a slow S3 connection (4 MiB/s; S3 usually answers in tens of ms at tens of MB/s). With
+/// the default multiple a footer is late after the cold floor and a 16 MiB read after 13 s.
+const COLD_SECONDS_PER_UNIT: f64 = 0.25;
+
+/// Before a source is timed, the floor is doubled: a process's first GETs also pay for its
+/// connections (DNS, TLS) and may be slow without being stalled.
+const COLD_FLOOR_FACTOR: u32 = 2;
 
 /// One cost unit: a round trip plus this many bytes.
 const BYTES_PER_UNIT: f64 = 1024.0 * 1024.0;
@@ -62,8 +73,7 @@ impl Latencies {
         recent.push_back(elapsed.as_secs_f64() / cost(bytes));
     }
 
-    /// How long a read of `bytes` may take before it is late; `None` while too few reads
-    /// have been timed, or with hedging off.
+    /// How long a read of `bytes` may take before it is late; `None` with hedging off.
     pub fn late_after(&self, bytes: u64, policy: &HedgePolicy) -> Option<Duration> {
         if policy.multiple.is_nan() || policy.multiple <= 0.0 {
             return None;
@@ -75,13 +85,15 @@ impl Latencies {
             .iter()
             .copied()
             .collect();
-        if recent.len() < MIN_SAMPLES {
-            return None;
-        }
-        recent.sort_by(f64::total_cmp);
-        let p95 = recent[(recent.len() * 95 / 100).min(recent.len() - 1)];
+        let (p95, floor) = if recent.len() < MIN_SAMPLES {
+            (COLD_SECONDS_PER_UNIT, policy.floor * COLD_FLOOR_FACTOR)
+        } else {
+            recent.sort_by(f64::total_cmp);
+            let p95 = recent[(recent.len() * 95 / 100).min(recent.len() - 1)];
+            (p95, policy.floor)
+        };
         let late = Duration::try_from_secs_f64(p95 * policy.multiple * cost(bytes)).ok()?;
-        Some(late.max(policy.floor))
+        Some(late.max(floor))
     }
 }
 
@@ -108,9 +120,16 @@ mod tests {
     }
 
     #[test]
-    fn nothing_is_late_before_enough_reads_are_timed() {
+    fn a_source_not_yet_timed_is_judged_by_the_cold_guess() {
         let latencies = timed(MIN_SAMPLES - 1, Duration::from_millis(50), 0);
-        assert_eq!(latencies.late_after(0, &POLICY), None);
+        // 3 x 250 ms for a round trip; the cold floor (200 ms) is lower
+        assert_eq!(ms(latencies.late_after(0, &POLICY)), Some(750.0));
+        assert_eq!(ms(latencies.late_after(15 << 20, &POLICY)), Some(12_000.0));
+        let tiny = HedgePolicy {
+            multiple: 0.1,
+            ..POLICY
+        };
+        assert_eq!(ms(latencies.late_after(0, &tiny)), Some(200.0));
         latencies.record(Duration::from_millis(50), 0);
         assert_eq!(ms(latencies.late_after(0, &POLICY)), Some(150.0));
     }
