@@ -133,6 +133,25 @@ impl ObjectSource for LocalSource {
         .await
     }
 
+    async fn put_file(&self, path: &str, staged: &Path) -> Result<()> {
+        let (path, staged) = (path.to_string(), staged.to_path_buf());
+        off_async(&path.clone(), move || {
+            let local = Path::new(local_path(&path));
+            if let Some(parent) = local.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).map_err(|e| io_error(&path, e))?;
+            }
+            if std::fs::rename(&staged, local).is_ok() {
+                return Ok(());
+            }
+            // Another file system: copied beside, then renamed, so still all or nothing.
+            let partial = local.with_extension("partial");
+            std::fs::copy(&staged, &partial)
+                .and_then(|_| std::fs::rename(&partial, local))
+                .map_err(|e| io_error(&path, e))
+        })
+        .await
+    }
+
     async fn delete(&self, path: &str) -> Result<()> {
         let path = path.to_string();
         off_async(&path.clone(), move || {

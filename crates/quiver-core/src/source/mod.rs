@@ -67,6 +67,26 @@ pub trait ObjectSource: Debug + Send + Sync {
         })
     }
 
+    /// Writes an object from a file on local disk (COPY's output, staged on disk as it was
+    /// produced; the caller removes what is left of it): a store takes it in parts and the
+    /// disk by a rename, so it is never whole in memory. This default reads it whole.
+    async fn put_file(&self, path: &str, staged: &std::path::Path) -> Result<()> {
+        let bytes = std::fs::read(staged).map_err(|e| QuiverError::Io {
+            path: staged.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        self.put(path, bytes.into()).await
+    }
+
+    /// A URL anyone holding it may GET `path` with, until `expires` from now (S3's
+    /// presigned URLs): how an answer too large for a response is handed over.
+    async fn presigned_get(&self, path: &str, _expires: std::time::Duration) -> Result<String> {
+        Err(QuiverError::Unsupported {
+            location: path.to_string(),
+            reason: "this source cannot presign URLs".into(),
+        })
+    }
+
     /// Deletes an object; deleting one that is not there is not an error.
     async fn delete(&self, path: &str) -> Result<()> {
         Err(QuiverError::Unsupported {
@@ -127,6 +147,16 @@ impl Sources {
     /// apply).
     pub async fn put(&self, path: &str, s3: &S3Options, bytes: Bytes) -> Result<()> {
         self.for_path(path, s3)?.put(path, bytes).await
+    }
+
+    /// Writes one object from a staged file on local disk (see `ObjectSource::put_file`).
+    pub async fn put_file(
+        &self,
+        path: &str,
+        s3: &S3Options,
+        staged: &std::path::Path,
+    ) -> Result<()> {
+        self.for_path(path, s3)?.put_file(path, staged).await
     }
 
     pub fn for_path(&self, path: &str, s3: &S3Options) -> Result<Arc<dyn ObjectSource>> {

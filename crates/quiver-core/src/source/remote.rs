@@ -22,6 +22,9 @@ pub struct StoreSource {
     /// Whether ranged GETs send `If-Match` with the listed etag.
     checks_etag: bool,
     latencies: Arc<Latencies>,
+    /// What presigns URLs for this store (S3), natively.
+    #[cfg(not(target_arch = "wasm32"))]
+    signer: Option<Arc<dyn object_store::signer::Signer>>,
 }
 
 impl StoreSource {
@@ -31,7 +34,16 @@ impl StoreSource {
             base,
             checks_etag,
             latencies: Arc::default(),
+            #[cfg(not(target_arch = "wasm32"))]
+            signer: None,
         }
+    }
+
+    /// Presigns URLs with `signer` (the store itself, for S3).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn with_signer(mut self, signer: Arc<dyn object_store::signer::Signer>) -> Self {
+        self.signer = Some(signer);
+        self
     }
 
     pub fn key(&self, path: &str) -> Result<Path> {
@@ -126,11 +138,84 @@ impl ObjectSource for StoreSource {
         Ok(())
     }
 
+    async fn put_file(&self, path: &str, staged: &std::path::Path) -> Result<()> {
+        let small = std::fs::metadata(staged).is_ok_and(|m| m.len() <= PART_BYTES as u64);
+        if small {
+            match std::fs::read(staged) {
+                Ok(bytes) => self.put(path, bytes.into()).await,
+                Err(e) => Err(QuiverError::Io {
+                    path: staged.display().to_string(),
+                    reason: e.to_string(),
+                }),
+            }
+        } else {
+            self.put_in_parts(path, staged).await
+        }
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    async fn presigned_get(&self, path: &str, expires: std::time::Duration) -> Result<String> {
+        let Some(signer) = &self.signer else {
+            return Err(QuiverError::Unsupported {
+                location: path.to_string(),
+                reason: "this store cannot presign URLs".into(),
+            });
+        };
+        let url = signer
+            .signed_url(reqwest::Method::GET, &self.key(path)?, expires)
+            .await
+            .map_err(|e| store_error(path, e))?;
+        Ok(url.to_string())
+    }
+
     async fn delete(&self, path: &str) -> Result<()> {
         match self.store.delete(&self.key(path)?).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(store_error(path, e)),
         }
+    }
+}
+
+/// Parts of a multipart upload: S3's minimum is 5 MiB; larger parts mean fewer requests.
+const PART_BYTES: usize = 16 << 20;
+
+/// Parts in flight at once.
+const PARTS_IN_FLIGHT: usize = 4;
+
+impl StoreSource {
+    /// A staged file larger than a part uploaded in parts, read from disk a part at a time; a failed upload is
+    /// aborted, so the store keeps no orphaned parts.
+    async fn put_in_parts(&self, path: &str, staged: &std::path::Path) -> Result<()> {
+        use std::io::Read;
+        let io = |e: std::io::Error| QuiverError::Io {
+            path: staged.display().to_string(),
+            reason: e.to_string(),
+        };
+        let mut file = std::fs::File::open(staged).map_err(io)?;
+        let upload = self
+            .store
+            .put_multipart(&self.key(path)?)
+            .await
+            .map_err(|e| store_error(path, e))?;
+        let mut upload = object_store::WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
+        let mut buffer = vec![0; PART_BYTES];
+        loop {
+            let read = match file.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(read) => read,
+                Err(e) => {
+                    let _ = upload.abort().await;
+                    return Err(io(e));
+                }
+            };
+            upload.write(&buffer[..read]);
+            if let Err(e) = upload.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                let _ = upload.abort().await;
+                return Err(store_error(path, e));
+            }
+        }
+        upload.finish().await.map_err(|e| store_error(path, e))?;
+        Ok(())
     }
 }
 

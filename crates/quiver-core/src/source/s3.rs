@@ -156,9 +156,9 @@ pub fn s3_source(
     let store = builder
         .build()
         .map_err(|e| QuiverError::Invalid(format!("s3://{bucket}: cannot configure S3: {e}")))?;
-    Ok(StoreSource::new(
-        Arc::new(store),
-        format!("s3://{bucket}/"),
-        true,
-    ))
+    let store = Arc::new(store);
+    let source = StoreSource::new(store.clone(), format!("s3://{bucket}/"), true);
+    #[cfg(not(target_arch = "wasm32"))]
+    let source = source.with_signer(store);
+    Ok(source)
 }
