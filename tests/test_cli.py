@@ -462,6 +462,35 @@ def test_a_query_failing_half_way_leaves_the_older_output_file(quiver, tmp_path)
     assert out.read_text() == "n\n1\n"
 
 
+def test_copy_streams_so_memory_does_not_grow_with_the_answer(quiver, tmp_path):
+    """The same 3 million rows through COPY, to one file and to partitions: each file is
+    encoded as rows arrive (staged beside it, renamed when whole), never held as batches."""
+    sql = ("SELECT i, i % 4 AS part, repeat('x', 100) AS pad "
+           "FROM generate_series(1, 3000000) AS t(i)")
+    one, parts = tmp_path / "one.parquet", tmp_path / "parts"
+    for target in [f"'{one}' (FORMAT parquet)", f"'{parts}/' (FORMAT parquet, PARTITION_BY (part))"]:
+        peak = peak_rss_mb(quiver, "query", f"COPY ({sql}) TO {target}")
+        assert peak < 200, f"COPY to {target}: peak RSS {peak:.0f} MB"
+    assert quiver.csv(f"SELECT count(*) AS n, sum(i) AS s FROM '{one}'") == \
+        (["n", "s"], [["3000000", str(3000000 * 3000001 // 2)]])
+    assert quiver.csv(f"SELECT count(*) AS n FROM '{parts}/*/*.parquet' WHERE i % 4 = 1") == \
+        (["n"], [["750000"]])
+    left = [f for _, _, fs in os.walk(tmp_path) for f in fs if not f.endswith((".parquet", ".json"))]
+    assert left == [], left
+
+
+def test_a_copy_failing_half_way_leaves_nothing(quiver, tmp_path):
+    # The cast fails at row 100,000, after the first batches were encoded.
+    sql = ("SELECT CAST(CASE WHEN i < 100000 THEN '1' ELSE 'x' END AS INT) AS n, i % 2 AS p "
+           "FROM generate_series(1, 200000) AS t(i)")
+    for target in [f"'{tmp_path / 'one.parquet'}' (FORMAT parquet)",
+                   f"'{tmp_path / 'parts'}/' (FORMAT parquet, PARTITION_BY (p))"]:
+        proc = quiver.run("query", f"COPY ({sql}) TO {target}")
+        assert proc.returncode != 0 and "Int32" in proc.stderr, proc.stderr
+    left = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path) for f in fs]
+    assert left == [], left
+
+
 # the memory limit
 
 # About 110 MB of rows to sort: well over the limits set below.

@@ -592,6 +592,26 @@ def test_a_stalled_get_is_hedged_and_the_query_does_not_wait_for_it(s3, s3_remot
     s3.control.reset()
 
 
+def test_a_copy_larger_than_a_part_is_uploaded_in_parts(s3, s3_remote, tmp_path):
+    """About 30 MB of Parquet (random doubles do not compress): staged on disk, then put in
+    16 MiB parts (a multipart upload), never whole in memory; it reads back whole."""
+    target = s3_remote.url("copies/random.parquet")
+    sql = ("SELECT i, random() AS a, random() AS b "
+           "FROM generate_series(1, 1500000) AS t(i)")
+    s3.control.reset()
+    staging = {**s3_remote.quiver.env, "TMPDIR": str(tmp_path)}
+    s3_remote.quiver.ok("query", f"COPY ({sql}) TO '{target}' (FORMAT parquet)", env=staging)
+    assert os.listdir(tmp_path) == [], "the staged file was left behind"
+    counts = s3.control.stats()["counts"]
+    # create, at least two parts, complete; no whole-object PUT
+    assert counts.get("Multipart", 0) >= 4 and "PutObject" not in counts, counts
+    assert s3_remote.quiver.csv(
+        f"SELECT count(*) AS n, sum(i) AS s, count(*) FILTER (WHERE a >= 0 AND a < 1) AS r "
+        f"FROM '{target}'") == (["n", "s", "r"], [["1500000", str(1500000 * 1500001 // 2),
+                                                     "1500000"]])
+    s3.client().delete_object(Bucket=s3.bucket, Key="copies/random.parquet")
+
+
 def test_s3_slowdown_body_is_s3_xml(s3):
     """The proxy's injected 503 is what S3 sends: SlowDown in an XML error body."""
     s3.control.fail(503, 1)

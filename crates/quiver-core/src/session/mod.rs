@@ -553,16 +553,27 @@ impl QuiverSession {
                 metrics,
             ),
             None => {
-                let output = self.run_statement(statement).await?;
-                let started = Instant::now();
-                let (schema, batches) = (&output.schema, &output.batches);
-                let written = if single_file {
-                    copy::write_file(&self.runtime, &s3, &copy.target, schema, batches).await?
+                // Rows are encoded as the query produces them, never held whole.
+                let mut stream = self.stream_statement(statement).await?;
+                let destination = if single_file {
+                    copy::Destination::File(copy.target.clone())
                 } else {
-                    copy::write_copy(&self.runtime, &s3, &target, schema, batches).await?
+                    copy::Destination::Folder(target.clone())
                 };
-                output.metrics.record_phase("write", started.elapsed());
-                (written, output.metrics)
+                let mut writer =
+                    copy::CopyWriter::new(&self.runtime, &s3, destination, &stream.schema)?;
+                while let Some(batch) = stream.batches.try_next().await? {
+                    writer.write(&batch)?;
+                }
+                let started = Instant::now();
+                let written = writer.finish().await?;
+                let written = if single_file {
+                    written
+                } else {
+                    copy::commit(&self.runtime, &s3, &target, written).await?
+                };
+                stream.metrics.record_phase("write", started.elapsed());
+                (written, stream.metrics)
             }
         };
         let rows: u64 = written.iter().map(|f| f.rows).sum();
