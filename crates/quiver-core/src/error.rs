@@ -77,3 +77,33 @@ pub fn describe(error: &DataFusionError) -> String {
         other => other.to_string(),
     }
 }
+
+/// Runs `work`, turning a panic into an error message. Arrow's reading of schema
+/// flatbuffers (a Parquet file's `ARROW:schema` hint, a fragment's scan schema) asserts
+/// instead of failing on some malformed input, and a hostile file must give an error, not
+/// take the process down. The panic is not printed: it is reported as the error.
+/// (Where panics abort, as in the browser's build, this cannot help.)
+pub fn contain_panic<T>(work: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    use std::cell::Cell;
+    use std::panic::{catch_unwind, set_hook, take_hook, AssertUnwindSafe};
+    thread_local! {
+        static CONTAINED: Cell<bool> = const { Cell::new(false) };
+    }
+    static QUIET_HOOK: std::sync::Once = std::sync::Once::new();
+    QUIET_HOOK.call_once(|| {
+        let previous = take_hook();
+        set_hook(Box::new(move |info| {
+            if !CONTAINED.with(Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    let outer = CONTAINED.with(|c| c.replace(true));
+    let result = catch_unwind(AssertUnwindSafe(work));
+    CONTAINED.with(|c| c.set(outer));
+    result.map_err(|panic| {
+        (panic.downcast_ref::<String>().cloned())
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "malformed input".into())
+    })
+}

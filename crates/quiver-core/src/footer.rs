@@ -139,13 +139,70 @@ async fn read_footer(
         joined.extend_from_slice(&tail[..tail.len() - FOOTER_TAIL as usize]);
         joined.freeze()
     };
-    let parsed = ParquetMetaDataReader::decode_metadata(&footer).map_err(|e| {
-        QuiverError::CorruptFooter {
-            path: path.clone(),
-            reason: e.to_string(),
-        }
-    })?;
+    let corrupt = |reason: String| QuiverError::CorruptFooter {
+        path: path.clone(),
+        reason,
+    };
+    let parsed =
+        ParquetMetaDataReader::decode_metadata(&footer).map_err(|e| corrupt(e.to_string()))?;
+    check_layout(&parsed, meta.size - needed).map_err(corrupt)?;
+    // The `ARROW:schema` hint is decoded again wherever the file is read; a malformed one
+    // that would panic Arrow is refused here, once. (A type Arrow cannot map is an error
+    // for `arrow_schema` to report, naming the file, when a query needs the schema.)
+    let file = parsed.file_metadata();
+    let hint = crate::error::contain_panic(|| {
+        parquet_to_arrow_schema(file.schema_descr(), file.key_value_metadata())
+    });
+    if let Err(panic) = hint {
+        return Err(corrupt(format!(
+            "its ARROW:schema metadata is malformed ({panic})"
+        )));
+    }
     Ok((parsed, footer_len))
+}
+
+/// Checks what the planner and the decoder take on trust: no count is negative, each row
+/// group has a chunk per column, and every chunk lies inside the file before its footer.
+/// A corrupt or hostile footer fails here, naming the file, instead of asking for (and
+/// allocating) the bytes it claims, or tripping an assertion in the reader.
+fn check_layout(metadata: &ParquetMetaData, data_end: u64) -> std::result::Result<(), String> {
+    let file = metadata.file_metadata();
+    if file.num_rows() < 0 {
+        return Err(format!("it declares {} rows", file.num_rows()));
+    }
+    let leaves = file.schema_descr().num_columns();
+    for (i, row_group) in metadata.row_groups().iter().enumerate() {
+        if row_group.num_rows() < 0 {
+            return Err(format!(
+                "row group {i} declares {} rows",
+                row_group.num_rows()
+            ));
+        }
+        if row_group.num_columns() != leaves {
+            return Err(format!(
+                "row group {i} has {} column chunks for {leaves} columns",
+                row_group.num_columns()
+            ));
+        }
+        for column in row_group.columns() {
+            let start = column
+                .dictionary_page_offset()
+                .unwrap_or(column.data_page_offset());
+            let length = column.compressed_size();
+            let end = u64::try_from(start)
+                .ok()
+                .zip(u64::try_from(length).ok())
+                .and_then(|(start, length)| start.checked_add(length));
+            if end.is_none_or(|end| end > data_end) {
+                return Err(format!(
+                    "row group {i} column {} claims {length} bytes at offset {start}, outside \
+                     the file's {data_end} bytes of data",
+                    column.column_path()
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn fetch(

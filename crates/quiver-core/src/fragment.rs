@@ -107,8 +107,14 @@ pub fn encode(fragment: &Arc<dyn ExecutionPlan>) -> Result<Vec<u8>> {
     Ok(physical_plan_to_bytes_with_extension_codec(Arc::clone(fragment), &QuiverCodec)?.to_vec())
 }
 
+/// A fragment from its bytes. They come from the network, and datafusion-proto (with
+/// Arrow under it) asserts on some malformed plans, such as a column index past its
+/// schema: those are errors here, not a worker's crash.
 pub fn decode(bytes: &[u8], context: &TaskContext) -> Result<Arc<dyn ExecutionPlan>> {
-    physical_plan_from_bytes_with_extension_codec(bytes, context, &QuiverCodec)
+    crate::error::contain_panic(|| {
+        physical_plan_from_bytes_with_extension_codec(bytes, context, &QuiverCodec)
+    })
+    .map_err(|panic| DataFusionError::Plan(format!("malformed fragment: {panic}")))?
 }
 
 /// A fragment ready to travel: its plan and the plan's bytes (which decode again).
@@ -201,25 +207,7 @@ impl PhysicalExtensionCodec for QuiverCodec {
         _ctx: &TaskContext,
         _proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let bad = |what: &str| DataFusionError::Internal(format!("malformed scan message: {what}"));
-        let schema_len = u32::from_le_bytes(
-            buf.get(..4)
-                .ok_or_else(|| bad("too short"))?
-                .try_into()
-                .map_err(|_| bad("length"))?,
-        ) as usize;
-        let schema_bytes = buf.get(4..4 + schema_len).ok_or_else(|| bad("schema"))?;
-        let schema: SchemaRef = StreamReader::try_new(Cursor::new(schema_bytes), None)?.schema();
-        let message: ScanMessage =
-            serde_json::from_slice(&buf[4 + schema_len..]).map_err(|e| bad(&e.to_string()))?;
-        Ok(Arc::new(BucketScanExec::try_new(
-            schema,
-            message.file_columns,
-            message.projection,
-            Arc::new(message.files),
-            message.partitions,
-            message.summary,
-        )?))
+        decode_scan(buf)
     }
 
     fn try_encode(
@@ -244,4 +232,28 @@ impl PhysicalExtensionCodec for QuiverCodec {
         buf.extend_from_slice(&schema_bytes);
         serde_json::to_writer(buf, &message).map_err(|e| DataFusionError::Internal(e.to_string()))
     }
+}
+
+/// A scan from its message: the table schema as Arrow IPC, then the rest as JSON.
+fn decode_scan(buf: &[u8]) -> Result<Arc<dyn ExecutionPlan>> {
+    let bad = |what: &str| DataFusionError::Internal(format!("malformed scan message: {what}"));
+    let schema_len = u32::from_le_bytes(
+        buf.get(..4)
+            .ok_or_else(|| bad("too short"))?
+            .try_into()
+            .map_err(|_| bad("length"))?,
+    ) as usize;
+    let schema_end = schema_len.checked_add(4).ok_or_else(|| bad("length"))?;
+    let schema_bytes = buf.get(4..schema_end).ok_or_else(|| bad("schema"))?;
+    let schema: SchemaRef = StreamReader::try_new(Cursor::new(schema_bytes), None)?.schema();
+    let message: ScanMessage =
+        serde_json::from_slice(&buf[schema_end..]).map_err(|e| bad(&e.to_string()))?;
+    Ok(Arc::new(BucketScanExec::try_new(
+        schema,
+        message.file_columns,
+        message.projection,
+        Arc::new(message.files),
+        message.partitions,
+        message.summary,
+    )?))
 }

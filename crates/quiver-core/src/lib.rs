@@ -20,6 +20,8 @@ mod fetch;
 mod footer;
 pub mod format;
 pub mod fragment;
+#[cfg(test)]
+mod hostile_input;
 pub mod index;
 pub mod inspect;
 pub mod memory;

@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::bucket::Bucket;
+use crate::error::{contain_panic, QuiverError};
 use crate::fetch::{fetch_ranges, FetchedBytes, ProjectedColumns};
 use crate::footer::arrow_schema;
 use crate::metrics::{file_name, QueryMetrics};
@@ -404,7 +405,8 @@ struct BucketStream {
     fetches: futures::stream::Fuse<futures::stream::BoxStream<'static, FetchedBucket>>,
     /// A fetched bucket waiting for the current one to finish.
     next: Option<FetchedBucket>,
-    current: Option<(SendableRecordBatchStream, HeldBytes)>,
+    /// The bucket being decoded, with its file's path for errors.
+    current: Option<(SendableRecordBatchStream, HeldBytes, String)>,
     decode: Box<dyn FnMut(PartitionedFile) -> Result<SendableRecordBatchStream> + Send>,
     done: Box<dyn Fn() + Send>,
 }
@@ -425,27 +427,50 @@ impl futures::Stream for BucketStream {
                     this.next = Some(fetched);
                 }
             }
-            if let Some((stream, _)) = &mut this.current {
-                match stream.poll_next_unpin(cx) {
-                    Poll::Ready(None) => {
+            if let Some((stream, _, path)) = &mut this.current {
+                // Arrow's decoders assert on some corrupt pages: an error naming the file.
+                match contain_panic(|| stream.poll_next_unpin(cx)) {
+                    Ok(Poll::Ready(None)) => {
                         this.current = None; // returns the bucket's memory
                         (this.done)();
                         continue;
                     }
-                    other => return other,
+                    Ok(other) => return other,
+                    Err(panic) => {
+                        let error = corrupt_data(path, &panic);
+                        this.current = None;
+                        (this.done)();
+                        return Poll::Ready(Some(Err(error)));
+                    }
                 }
             }
             match this.next.take() {
-                Some(Ok((input, held))) => match (this.decode)(input) {
-                    Ok(stream) => this.current = Some((stream, held)),
-                    Err(error) => return Poll::Ready(Some(Err(error))),
-                },
+                Some(Ok((input, held))) => {
+                    let path = input
+                        .extension::<Arc<BucketInput>>()
+                        .map(|i| i.meta.path.clone())
+                        .unwrap_or_else(|| input.path().to_string());
+                    match contain_panic(|| (this.decode)(input)) {
+                        Ok(Ok(stream)) => this.current = Some((stream, held, path)),
+                        Ok(Err(error)) => return Poll::Ready(Some(Err(error))),
+                        Err(panic) => return Poll::Ready(Some(Err(corrupt_data(&path, &panic)))),
+                    }
+                }
                 Some(Err(error)) => return Poll::Ready(Some(Err(error))),
                 None if this.fetches.is_terminated() => return Poll::Ready(None),
                 None => return Poll::Pending,
             }
         }
     }
+}
+
+/// A decoder's panic on a file's pages, as the error it should have been.
+fn corrupt_data(path: &str, panic: &str) -> DataFusionError {
+    QuiverError::NotParquet {
+        path: path.to_string(),
+        reason: format!("its data is corrupt ({panic})"),
+    }
+    .into()
 }
 
 /// EXPLAIN ANALYZE's view of one partition's reads.

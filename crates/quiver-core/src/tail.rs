@@ -23,6 +23,15 @@ pub async fn read_range(
     policy: &HedgePolicy,
     metrics: &QueryMetrics,
 ) -> Result<Bytes> {
+    if range.start > range.end || range.end > object.size {
+        // Never asked of a source (which would allocate it): only a corrupt plan gets here.
+        return Err(crate::error::QuiverError::Read {
+            path: object.path.clone(),
+            start: range.start,
+            end: range.end,
+            reason: format!("outside the object's {} bytes", object.size),
+        });
+    }
     let bytes = range.end - range.start;
     let Some(latencies) = source.latencies() else {
         return source.get_range(object, range).await;

@@ -131,8 +131,9 @@ fn decode_arrow_schema(encoded: &str) -> Result<Schema> {
     };
     let message = datafusion::arrow::ipc::root_as_message(message)
         .map_err(|e| DataFusionError::Plan(format!("schema: {e}")))?;
-    message
+    let schema = message
         .header_as_schema()
-        .map(datafusion::arrow::ipc::convert::fb_to_schema)
-        .ok_or_else(|| DataFusionError::Plan("schema: not an Arrow schema".into()))
+        .ok_or_else(|| DataFusionError::Plan("schema: not an Arrow schema".into()))?;
+    crate::error::contain_panic(|| datafusion::arrow::ipc::convert::fb_to_schema(schema))
+        .map_err(|panic| DataFusionError::Plan(format!("schema: malformed ({panic})")))
 }

@@ -79,7 +79,7 @@ fn expand_ranges(pattern: &str) -> Result<String> {
         match parse_range(body) {
             Some((from, to)) => {
                 let (low, high) = (from.min(to), from.max(to));
-                if high - low >= MAX_RANGE_ITEMS {
+                if high.abs_diff(low) >= MAX_RANGE_ITEMS as u64 {
                     return Err(QuiverError::invalid(format!(
                         "glob range {{{body}}} in '{pattern}' is too wide (at most {MAX_RANGE_ITEMS} values)"
                     )));
@@ -152,5 +152,8 @@ mod tests {
         assert!(!range.matches("d/part-4.parquet"));
         assert_eq!(expand_ranges("a{3..1}b").unwrap(), "a{1,2,3}b");
         assert!(GlobPattern::new("d/{1..99999999}").is_err());
+        // the width once overflowed i64 (seen while writing the hostile-input tests)
+        let widest = format!("d/{{{}..{}}}", i64::MIN, i64::MAX);
+        assert!(GlobPattern::new(&widest).is_err());
     }
 }
