@@ -11,6 +11,7 @@ with an error naming it.
 """
 import json
 import os
+import re
 import subprocess
 import time
 import urllib.error
@@ -199,6 +200,25 @@ def test_tree_invocation(emulator, s3, oracle, n):
     assert body["metrics"]["workers"]["sub_coordinators"] >= 2, body["metrics"]
 
 
+def test_each_worker_answers_one_partial_aggregate(emulator, s3, tpch_data):
+    """Every row group is a bucket here, many per worker; a worker merges its buckets'
+    partial aggregate states before answering, so one row per group per worker travels
+    back to the coordinator, not one per group per bucket."""
+    import duckdb
+
+    sql = ("SELECT l_returnflag, l_linestatus, count(*) AS n, sum(l_quantity) AS q "
+           "FROM {} GROUP BY 1, 2 ORDER BY 1, 2")
+    body = invoke_query(emulator, sql.format(repr(s3.url("tpch/many/lineitem/*.parquet"))),
+                        settings={**SETTINGS, "quiver.max_bucket_bytes": "1"}, fmt="json")
+    local = repr(os.path.join(tpch_data, "many", "lineitem", "*.parquet"))
+    expected = [{"l_returnflag": f, "l_linestatus": s, "n": n, "q": float(q)}
+                for f, s, n, q in duckdb.sql(sql.format(local)).fetchall()]
+    assert [dict(r, q=float(r["q"])) for r in body["result"]] == expected
+    workers = body["metrics"]["workers"]
+    assert workers["buckets"] >= 4 * WORKERS, workers
+    assert workers["rows"] <= len(expected) * WORKERS, workers
+
+
 @pytest.mark.parametrize("fault", ["error", "panic", "crash"])
 def test_a_worker_that_fails_once_is_retried(emulator, s3, oracle, fault):
     with open(emulator.fault_file, "w") as f:
@@ -244,6 +264,55 @@ def test_a_straggling_worker_gets_a_duplicate_and_the_loser_s_spill_is_deleted(
     assert counts.get("PutObject") == 3 and deletes == 3, counts
     left = s3.client().list_objects_v2(Bucket=s3.bucket, Prefix=RESULT_PREFIX)
     assert left.get("KeyCount", 0) == 0, left.get("Contents")
+
+
+def test_fifty_queries_at_once_each_get_their_own_answer(emulator, s3):
+    """50 requests at once through the function URL; the emulator runs up to 8 instances of
+    each function, so warm instances serve many of them. Each request defines the same view
+    name over its own file and offset, with its own worker count: any view, setting, cache
+    entry or result leaking from one request into another gives a wrong answer or an error."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def query(k):
+        rel = f"small/ids-{k % 2}.parquet"
+        sql = (f"SET lambda.workers = {1 + k % 3}; "
+               f"CREATE VIEW v AS SELECT id + {k} AS x FROM '{s3.url(rel)}'; "
+               f"SELECT sum(x) AS s, count(*) AS n FROM v")
+        status, _, body = emulator.url_request(
+            "POST", "/query", {"sql": sql, "format": "json",
+                               "settings": {"quiver.min_bucket_bytes": "0"}})
+        answer = json.loads(body) if status == 200 else body.decode(errors="replace")
+        return status, answer, {"s": s3.small[rel] + 1000 * k, "n": 1000}
+
+    with ThreadPoolExecutor(50) as pool:
+        outcomes = list(pool.map(query, range(50)))
+    wrong = [(k, status, answer, expected) for k, (status, answer, expected)
+             in enumerate(outcomes) if status != 200 or answer != [expected]]
+    assert wrong == [], wrong[:3]
+
+
+def test_an_answer_over_6_mb_is_handed_over_through_s3(emulator, s3):
+    """A 7.3 MB CSV answer, more than a Lambda response holds: written under the result
+    prefix, and a direct invoke answers with a presigned URL to it; the function URL answers
+    303 See Other to the same, which an HTTP client follows."""
+    from servers.lambda_emulator import LOOPBACK
+
+    sql = "SELECT i, repeat('x', 100) AS pad FROM generate_series(1, 70000) AS t(i)"
+    body = invoke_query(emulator, sql, fmt="csv")
+    assert "result" not in body and body["rows"] == 70000, body.get("metrics")
+    url = body["result_url"]
+    assert url.startswith(s3.endpoint) and "X-Amz-Signature=" in url, url
+    with LOOPBACK.open(url, timeout=TIMEOUT) as response:
+        text = response.read().decode()
+    header, rows = parse_csv(text)
+    assert header == ["i", "pad"] and len(rows) == 70000 and rows[-1] == ["70000", "x" * 100]
+    status, _, raw = emulator.url_request("POST", "/query", {"sql": sql, "format": "csv"})
+    assert status == 200 and raw.decode() == text
+    client = s3.client()
+    answers = client.list_objects_v2(Bucket=s3.bucket, Prefix=RESULT_PREFIX + "answers/")
+    assert answers.get("KeyCount") == 2, answers
+    for found in answers["Contents"]:
+        client.delete_object(Bucket=s3.bucket, Key=found["Key"])
 
 
 def test_an_output_over_6_mb_travels_through_s3(emulator, s3, tpch_data):
@@ -326,6 +395,18 @@ def test_cli_fans_out_to_the_emulator(emulator, s3, quiver, oracle):
     assert proc.returncode == 0, proc.stderr
     check_csv(oracle, 6, proc.stdout, "from the CLI")
     assert "lambda workers:" in proc.stderr, proc.stderr
+    # With the coordinator named, above the tree threshold (2 here) it is invoked as a
+    # sub-coordinator for each group of workers, as the coordinator function itself does.
+    tree = "SET lambda.tree_threshold = 2;\nSET quiver.max_bucket_bytes = 1;\n" + sql
+    proc = subprocess.run(
+        [quiver.path, "query", "--format", "csv", "--executor", "lambda", "--function", "worker",
+         "--coordinator", "coordinator", "--workers", "4", "--lambda-endpoint", emulator.url,
+         "--profile", "-"],
+        input=tree, capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    assert proc.returncode == 0, proc.stderr
+    check_csv(oracle, 6, proc.stdout, "from the CLI through sub-coordinators")
+    assert re.search(r"^lambda workers: .*, ([2-9]|\d\d+) sub-coordinators$", proc.stderr,
+                     re.M), proc.stderr
 
 
 def test_cli_lambda_needs_a_function(quiver):

@@ -62,11 +62,24 @@ def main():
         body = json.dumps({"sql": args.sql, "format": args.format}).encode()
         request = signed_request(base + "/query", "POST", body, region, session)
     try:
-        with urllib.request.urlopen(request) as response:
+        with NO_REDIRECTS.open(request) as response:
             sys.stdout.buffer.write(response.read())
     except urllib.error.HTTPError as error:
-        sys.stderr.write(f"HTTP {error.code}: {error.read().decode(errors='replace')}\n")
-        sys.exit(1)
+        if error.code != 303:
+            sys.stderr.write(f"HTTP {error.code}: {error.read().decode(errors='replace')}\n")
+            sys.exit(1)
+        # An answer over 6 MB waits in S3 behind a presigned URL: fetched without our
+        # signature, which S3 would refuse beside its own.
+        with urllib.request.urlopen(error.headers["location"]) as response:
+            sys.stdout.buffer.write(response.read())
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+NO_REDIRECTS = urllib.request.build_opener(_NoRedirect)
 
 
 if __name__ == "__main__":

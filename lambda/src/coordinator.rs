@@ -7,18 +7,20 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use datafusion::error::{DataFusionError, Result};
 use quiver_core::format::{write_batches, OutputFormat};
 use quiver_core::options::QuiverOptions;
 use quiver_core::runtime::QuiverRuntime;
-use quiver_core::{describe, ExecutorKind, QuiverSession, SessionOptions};
+use quiver_core::source::unique_id;
+use quiver_core::{describe, ExecutorKind, QueryOutput, QuiverSession, SessionOptions};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
 use quiver_lambda_executor::executor::{LambdaRunner, SubResult};
+use quiver_lambda_executor::options::LambdaOptions;
 use quiver_lambda_executor::protocol::{
     encode_partitions, from_base64, to_base64, Output, WorkerRequest, WorkerResponse,
 };
@@ -27,6 +29,9 @@ use quiver_lambda_executor::results::deliver;
 /// Lambda's limit for a synchronous response (and a function URL's body), less room for
 /// the envelope.
 const RESPONSE_LIMIT: usize = 6 * 1000 * 1000 - 64 * 1024;
+
+/// How long the URL of an answer handed over through S3 stays valid.
+const ANSWER_URL_SECONDS: u64 = 3600;
 
 #[derive(Debug, Deserialize)]
 pub struct QueryRequest {
@@ -41,10 +46,11 @@ pub struct QueryRequest {
     pub job: Option<String>,
 }
 
-/// A query's answer, encoded.
+/// A query's answer, encoded: in `body`, or, when too large for a response, at `url`.
 pub struct Answer {
     pub content_type: &'static str,
     pub body: Vec<u8>,
+    pub url: Option<String>,
     pub rows: u64,
     pub metrics: Value,
 }
@@ -106,22 +112,13 @@ impl Coordinator {
         }
         self.runner.take_metrics();
         let result = match self.session(&request.settings) {
-            Ok(session) => session.run(&request.sql).await,
+            Ok(session) => self.answer(&session, &request.sql, format).await,
             Err(e) => Err(e),
         };
         if let (Some(job), Err(e)) = (&request.job, &result) {
             eprintln!("quiver: scheduled job '{job}' failed: {}", describe(e));
         }
-        let output = result?;
-        let mut body = Vec::new();
-        write_batches(format, &output.schema, &output.batches, &mut body)?;
-        if body.len() > RESPONSE_LIMIT {
-            return Err(DataFusionError::Execution(format!(
-                "the result is {} bytes, over the 6 MB a Lambda response holds: add a LIMIT, \
-                 or write it with COPY (SELECT ...) TO 's3://bucket/prefix/'",
-                body.len()
-            )));
-        }
+        let (output, body, url) = result?;
         let workers = self.runner.take_metrics();
         let metrics = json!({
             "elapsed_ms": started.elapsed().as_secs_f64() * 1e3,
@@ -139,8 +136,50 @@ impl Coordinator {
             },
             rows: output.batches.iter().map(|b| b.num_rows() as u64).sum(),
             body,
+            url,
             metrics,
         })
+    }
+
+    /// Runs `sql` and encodes its answer; one larger than a response can hold is written
+    /// under the result prefix and handed over as a presigned URL instead.
+    async fn answer(
+        &self,
+        session: &QuiverSession,
+        sql: &str,
+        format: OutputFormat,
+    ) -> Result<(QueryOutput, Vec<u8>, Option<String>)> {
+        let output = session.run(sql).await?;
+        let mut body = Vec::new();
+        write_batches(format, &output.schema, &output.batches, &mut body)?;
+        if body.len() <= RESPONSE_LIMIT {
+            return Ok((output, body, None));
+        }
+        let config = session.context().state().config_options().clone();
+        let prefix = LambdaOptions::of(&config).result_prefix.ok_or_else(|| {
+            DataFusionError::Execution(format!(
+                "the result is {} bytes, over the 6 MB a Lambda response holds, and no result \
+                 prefix is set (QUIVER_RESULT_PREFIX) to hand it over through S3: add a \
+                 LIMIT, or write it with COPY (SELECT ...) TO 's3://bucket/prefix/'",
+                body.len()
+            ))
+        })?;
+        let extension = match format {
+            OutputFormat::Csv => "csv",
+            OutputFormat::Arrow => "arrow",
+            _ => "json",
+        };
+        let key = format!(
+            "{}/answers/{}.{extension}",
+            prefix.trim_end_matches('/'),
+            unique_id()
+        );
+        let s3 = QuiverOptions::of(&config).s3();
+        self.runtime.sources.put(&key, &s3, body.into()).await?;
+        let url = (self.runtime.sources.for_path(&key, &s3)?)
+            .presigned_get(&key, Duration::from_secs(ANSWER_URL_SECONDS))
+            .await?;
+        Ok((output, Vec::new(), Some(url)))
     }
 
     /// A sub-coordinator's work: its workers' outputs, merged, as a worker would answer.
@@ -193,6 +232,14 @@ impl Coordinator {
             ))
         })?;
         let answer = self.query(&request).await?;
+        if let Some(url) = answer.url {
+            return Ok(json!({
+                "content_type": answer.content_type,
+                "rows": answer.rows,
+                "result_url": url,
+                "metrics": answer.metrics,
+            }));
+        }
         let body = match answer.content_type {
             "application/json" => serde_json::from_slice(&answer.body)
                 .map_err(|e| DataFusionError::Internal(e.to_string()))?,
@@ -258,6 +305,21 @@ impl Coordinator {
                     }
                 };
                 match self.query(&request).await {
+                    // Too large for a response: see other, at S3.
+                    Ok(Answer {
+                        url: Some(url),
+                        rows,
+                        content_type,
+                        ..
+                    }) => json!({
+                        "statusCode": 303,
+                        "headers": {"content-type": "application/json", "location": url},
+                        "multiValueHeaders": {},
+                        "cookies": [],
+                        "body": json!({"result_url": url, "rows": rows,
+                                       "content_type": content_type}).to_string(),
+                        "isBase64Encoded": false,
+                    }),
                     Ok(answer) if answer.content_type.starts_with("application/vnd") => {
                         respond(200, answer.content_type, to_base64(&answer.body), true)
                     }

@@ -14,6 +14,7 @@ use quiver_core::exec::run_partitions;
 use quiver_core::fragment::{decode, over_buckets};
 use quiver_core::options::QuiverOptions;
 use quiver_core::{QuiverSession, SessionOptions};
+use quiver_lambda_executor::executor::merge_partial_states;
 use quiver_lambda_executor::protocol::{
     encode_partitions, from_base64, Output, WorkerMetrics, WorkerRequest, WorkerResponse,
 };
@@ -44,6 +45,11 @@ impl Worker {
         let decoded_at = started.elapsed();
         let partitions =
             futures::executor::block_on(run_partitions(&plan, &context, self.session.pool()))?;
+        // One partial per worker: its buckets' aggregate states merged before they travel.
+        let partitions = match &request.write {
+            Some(_) => partitions,
+            None => futures::executor::block_on(merge_partial_states(&plan, partitions, &context))?,
+        };
         let ran_at = started.elapsed();
         let output = match &request.write {
             Some(target) => Output::Written(self.write(target, &plan.schema(), &partitions)?),

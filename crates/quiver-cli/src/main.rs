@@ -132,6 +132,12 @@ struct QueryArgs {
     /// QUIVER_WORKER_FUNCTION).
     #[arg(long, value_name = "NAME")]
     function: Option<String>,
+    /// With `--executor lambda`: the coordinator function, which above
+    /// `lambda.tree_threshold` (64) workers is invoked as a sub-coordinator for each group
+    /// of them (default: QUIVER_COORDINATOR_FUNCTION; without one, every worker is invoked
+    /// from here).
+    #[arg(long, value_name = "NAME")]
+    coordinator: Option<String>,
     /// With `--executor lambda`: workers per scan (default: one per 256 MiB read).
     #[arg(long, value_name = "N")]
     workers: Option<usize>,
@@ -283,9 +289,14 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
             .clone()
             .or_else(|| quiver_lambda_executor::env("QUIVER_WORKER_FUNCTION"))
             .ok_or("--executor lambda needs --function NAME (the deployed worker function)")?;
-        let runner =
-            quiver_lambda_executor::runner_from_env(function, None, args.lambda_endpoint.clone())
-                .await;
+        let coordinator = (args.coordinator.clone())
+            .or_else(|| quiver_lambda_executor::env("QUIVER_COORDINATOR_FUNCTION"));
+        let runner = quiver_lambda_executor::runner_from_env(
+            function,
+            coordinator,
+            args.lambda_endpoint.clone(),
+        )
+        .await;
         session = session.with_fragment_runner(Arc::clone(&runner) as _);
         Some(runner)
     } else {
@@ -335,12 +346,14 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
         eprint!("{}", metrics.report());
         if let Some(workers) = lambda.map(|runner| runner.take_metrics()) {
             eprintln!(
-                "lambda workers: {} buckets, {} rows out, {} requests, {} bytes read, {} hedged",
+                "lambda workers: {} buckets, {} rows out, {} requests, {} bytes read, {} hedged, \
+                 {} sub-coordinators",
                 workers.buckets,
                 workers.rows,
                 workers.reads.requests,
                 workers.reads.bytes_read,
-                workers.hedged
+                workers.hedged,
+                workers.sub_coordinators
             );
         }
     }

@@ -335,9 +335,10 @@ impl FragmentRunner for LambdaRunner {
     }
 }
 
-/// Partial aggregate states from many workers, reduced to one partition of partial
-/// states (DataFusion's `PartialReduce`); other fragments' outputs pass unchanged.
-async fn merge_partial_states(
+/// Partial aggregate states from many partitions (a worker's buckets, a sub-coordinator's
+/// workers), reduced to one partition of partial states (DataFusion's `PartialReduce`);
+/// other fragments' outputs pass unchanged.
+pub async fn merge_partial_states(
     template: &Arc<dyn ExecutionPlan>,
     partitions: Vec<Vec<RecordBatch>>,
     context: &Arc<TaskContext>,
