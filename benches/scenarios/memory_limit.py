@@ -93,13 +93,23 @@ def _pair(quiver, scratch, sql, fmt, limited, check):
     args = [quiver, "query", "--format", fmt, "--output", ours]
     if limited:
         args += ["--set", f"quiver.memory_limit={LIMIT}"]
-    q_mb, q_s = _measure([*args, sql], env={**os.environ, "TMPDIR": spill})
+    try:
+        q_mb, q_s = _measure([*args, sql], env={**os.environ, "TMPDIR": spill})
+    except RuntimeError as e:  # reported in the table, the other cells still run
+        lines = str(e).splitlines()
+        failure = next((l for l in lines if l.lower().startswith("error")), lines[-1])[:300]
+        q_mb = q_s = None
+    else:
+        failure = None
     options = "FORMAT parquet" if fmt == "parquet" else "FORMAT csv, HEADER"
     statements = [f"SET temp_directory = '{spill}'"]
     if limited:
         statements.append(f"SET memory_limit = '{LIMIT}'")
     statements.append(f"COPY ({sql}) TO '{theirs}' ({options})")
     d_mb, d_s = _measure([sys.executable, "-c", _DUCKDB, *statements])
+    if failure is not None:
+        os.remove(theirs)
+        return ("failed", f"{d_mb:.0f}", "failed", report.seconds(d_s), f"**Quiver failed**: {failure}")
     checked = _same(ours, theirs, fmt, check)
     for path in (ours, theirs):
         os.remove(path)

@@ -19,6 +19,9 @@ pub enum QuiverError {
     #[error("{path}: corrupt Parquet footer: {reason}")]
     CorruptFooter { path: String, reason: String },
 
+    #[error("{path}: corrupt Parquet data: {reason}")]
+    CorruptData { path: String, reason: String },
+
     #[error("{path}: reading bytes {start}..{end}: {reason}")]
     Read {
         path: String,

@@ -195,7 +195,8 @@ impl FetchedBytes {
 }
 
 /// Fetches `ranges` of `object`: what the block cache holds is served from it, the rest
-/// is coalesced, fetched with bounded concurrency, and kept in the cache.
+/// is coalesced, fetched with bounded concurrency, and kept in the cache (if the source's
+/// bytes are worth keeping).
 pub async fn fetch_ranges(
     source: &dyn ObjectSource,
     object: &ObjectMeta,
@@ -223,7 +224,9 @@ pub async fn fetch_ranges(
         .buffer_unordered(options.max_concurrent_requests.max(1))
         .try_collect()
         .await?;
-    cache.insert(object, &fetched);
+    if source.keeps_blocks() {
+        cache.insert(object, &fetched);
+    }
     let stats = FetchStats {
         requests: fetched.len() as u64,
         bytes: fetched.iter().map(|(_, b)| b.len() as u64).sum(),

@@ -183,7 +183,7 @@ async fn survive(files: Vec<Vec<u8>>, what: &str) {
 
 /// What the errors of panics that Quiver contains say (`error::contain_panic`).
 const CONTAINED: &[&str] = &[
-    "its data is corrupt (",
+    "corrupt Parquet data: a decoder failed (",
     "ARROW:schema metadata is malformed (",
     "malformed fragment: ",
 ];

@@ -21,7 +21,9 @@ use datafusion::datasource::physical_plan::{
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::table_schema::TableSchema;
 use datafusion::error::{DataFusionError, Result};
-use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::execution::memory_pool::{
+    MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation,
+};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
@@ -333,12 +335,14 @@ impl ExecutionPlan for BucketScanExec {
             let scan = Arc::clone(&scan);
             let runtime = Arc::clone(&runtime);
             let pool = Arc::clone(context.memory_pool());
+            let held = Arc::new(HeldBuckets::default());
             futures::stream::iter(buckets)
                 .map(move |bucket| {
                     let (scan, runtime, options) =
                         (Arc::clone(&scan), Arc::clone(&runtime), options.clone());
-                    let pool = Arc::clone(&pool);
+                    let (pool, held) = (Arc::clone(&pool), Arc::clone(&held));
                     async move {
+                        let held = held.take_one(&pool, bucket.bytes).await;
                         // Memory for this bucket's bytes only, held until it is decoded:
                         // the runtime's budget bounds every query's fetched bytes, and the
                         // query's pool counts them, so that its operators spill sooner.
@@ -355,6 +359,7 @@ impl ExecutionPlan for BucketScanExec {
                             HeldBytes {
                                 _budget: permit,
                                 _reservation: reservation,
+                                _held: held,
                             },
                         ))
                     }
@@ -395,6 +400,51 @@ type FetchedBucket = Result<(PartitionedFile, HeldBytes)>;
 struct HeldBytes {
     _budget: OwnedSemaphorePermit,
     _reservation: MemoryReservation,
+    _held: HeldBucket,
+}
+
+/// The buckets one partition holds (fetching, fetched or decoding). A partition may always
+/// hold one, so decoding never waits for memory; a bucket fetched ahead must fit in half of
+/// the query's memory limit beside everything already reserved, so that under a tight
+/// limit fetched bytes never crowd out the operators that spill (a sort of a large file
+/// under 256 MB failed for want of room when four partitions held three buckets each).
+#[derive(Default)]
+struct HeldBuckets {
+    count: std::sync::atomic::AtomicUsize,
+    released: tokio::sync::Notify,
+}
+
+impl HeldBuckets {
+    async fn take_one(self: &Arc<Self>, pool: &Arc<dyn MemoryPool>, bytes: u64) -> HeldBucket {
+        use std::sync::atomic::Ordering::SeqCst;
+        loop {
+            let released = self.released.notified();
+            let first = self.count.compare_exchange(0, 1, SeqCst, SeqCst).is_ok();
+            let room = match pool.memory_limit() {
+                MemoryLimit::Finite(limit) => pool.reserved() + bytes as usize <= limit / 2,
+                _ => true,
+            };
+            if first || room {
+                if !first {
+                    self.count.fetch_add(1, SeqCst);
+                }
+                return HeldBucket(Arc::clone(self));
+            }
+            released.await;
+        }
+    }
+}
+
+/// One bucket of `HeldBuckets`, given back when dropped.
+struct HeldBucket(Arc<HeldBuckets>);
+
+impl Drop for HeldBucket {
+    fn drop(&mut self) {
+        self.0
+            .count
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.released.notify_waiters();
+    }
 }
 
 /// A partition's batches, bucket after bucket: each bucket's bytes are fetched (up to
@@ -466,9 +516,9 @@ impl futures::Stream for BucketStream {
 
 /// A decoder's panic on a file's pages, as the error it should have been.
 fn corrupt_data(path: &str, panic: &str) -> DataFusionError {
-    QuiverError::NotParquet {
+    QuiverError::CorruptData {
         path: path.to_string(),
-        reason: format!("its data is corrupt ({panic})"),
+        reason: format!("a decoder failed ({panic})"),
     }
     .into()
 }

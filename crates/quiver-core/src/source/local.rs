@@ -133,6 +133,10 @@ impl ObjectSource for LocalSource {
         .await
     }
 
+    fn keeps_blocks(&self) -> bool {
+        false
+    }
+
     async fn put_file(&self, path: &str, staged: &Path) -> Result<()> {
         let (path, staged) = (path.to_string(), staged.to_path_buf());
         off_async(&path.clone(), move || {

@@ -95,6 +95,13 @@ pub trait ObjectSource: Debug + Send + Sync {
         })
     }
 
+    /// Whether fetched bytes are worth keeping in the block cache. Local disk says no: the
+    /// OS's page cache keeps its hot pages, and a second copy would only take memory (a
+    /// large export's peak grew with the file, up to the cache's 256 MiB).
+    fn keeps_blocks(&self) -> bool {
+        true
+    }
+
     /// How long this source's reads have been taking, for sources whose reads can stall
     /// (remote ones); `crate::tail` hedges their late reads.
     fn latencies(&self) -> Option<&Latencies> {
