@@ -153,11 +153,7 @@ fn join(data: &[u8], footer: &[u8]) -> Vec<u8> {
 /// a failure that names the input.
 async fn survive(files: Vec<Vec<u8>>, what: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let session = QuiverSession::new(SessionOptions {
-        threads: 2,
-        executor: ExecutorKind::DataFusion,
-    })
-    .unwrap();
+    let session = session(ExecutorKind::DataFusion);
     for (i, file) in files.into_iter().enumerate() {
         let path = dir.path().join(format!("{i}.parquet"));
         std::fs::write(&path, &file).unwrap();
@@ -217,11 +213,7 @@ async fn kept_inputs_give_errors_not_panics() {
         .collect();
     files.sort();
     assert!(!files.is_empty(), "no kept inputs in {folder}");
-    let session = QuiverSession::new(SessionOptions {
-        threads: 2,
-        executor: ExecutorKind::DataFusion,
-    })
-    .unwrap();
+    let session = session(ExecutorKind::DataFusion);
     let context = session.context().task_ctx();
     for path in files {
         let errors: Vec<String> = if path.extension().is_some_and(|e| e == "bin") {
@@ -254,6 +246,15 @@ async fn kept_inputs_give_errors_not_panics() {
             path.display()
         );
     }
+}
+
+/// A session on 2 threads with `executor`.
+fn session(executor: ExecutorKind) -> QuiverSession {
+    QuiverSession::new(SessionOptions {
+        threads: 2,
+        executor,
+    })
+    .unwrap()
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -342,11 +343,7 @@ async fn a_footer_declaring_absurd_sizes_is_refused_before_reading_them() {
         ),
     ];
     let dir = tempfile::tempdir().unwrap();
-    let session = QuiverSession::new(SessionOptions {
-        threads: 2,
-        executor: ExecutorKind::DataFusion,
-    })
-    .unwrap();
+    let session = session(ExecutorKind::DataFusion);
     for (i, (expected, file)) in lies.iter().enumerate() {
         let path = dir.path().join(format!("lie{i}.parquet"));
         std::fs::write(&path, file).unwrap();
@@ -418,11 +415,7 @@ async fn a_malformed_arrow_schema_hint_is_refused_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("hint.parquet");
     std::fs::write(&path, bytes).unwrap();
-    let session = QuiverSession::new(SessionOptions {
-        threads: 2,
-        executor: ExecutorKind::DataFusion,
-    })
-    .unwrap();
+    let session = session(ExecutorKind::DataFusion);
     for sql in ["SELECT * FROM '{}'", "SELECT * FROM parquet_metadata('{}')"] {
         let sql = sql.replace("{}", &path.display().to_string());
         let run = AssertUnwindSafe(session.run(&sql)).catch_unwind().await;
@@ -548,11 +541,7 @@ async fn mutated_fragments_give_errors_not_panics() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.parquet");
     std::fs::write(&path, sample_file()).unwrap();
-    let session = QuiverSession::new(SessionOptions {
-        threads: 2,
-        executor: ExecutorKind::Fragments,
-    })
-    .unwrap();
+    let session = session(ExecutorKind::Fragments);
     let sql = format!(
         "SELECT name, sum(price), count(*) FROM '{}' WHERE id % 3 = 0 GROUP BY name",
         path.display()
