@@ -16,6 +16,18 @@ pub const MAX_BUCKET_BYTES: u64 = 128 * 1024 * 1024;
 /// SF 1's partsupp, 8 MiB projected, was decoded by one thread of two).
 pub const MIN_THREAD_BYTES: u64 = 1024 * 1024;
 
+/// A quarter: the share of a query's memory limit that fetched, not yet decoded buckets may
+/// take at once (each partition holds one at least). They cannot spill, so the rest is left
+/// to the sorts, aggregates and joins that can: a sort of SF 1 lineitem under 256 MB failed
+/// while five partitions held a 55 MB bucket each.
+pub const HELD_SHARE_OF_LIMIT: u64 = 4;
+
+/// 60 MiB: what one partition's operators need under a memory limit to spill and merge back
+/// (its bucket, a sort's batches, the merge of four spilled runs). A limit that affords
+/// fewer partitions than twice the threads gets that many (256 MB: 4; 128 MB: 2), since
+/// each sort's merge and the final one over all partitions need room of their own.
+pub const PARTITION_MEMORY: u64 = 60 * 1024 * 1024;
+
 /// A contiguous run of kept row groups of one file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bucket {
@@ -41,6 +53,9 @@ pub struct BucketOptions {
     pub threads: usize,
     pub min_bucket_bytes: u64,
     pub max_bucket_bytes: u64,
+    /// The query's memory limit (`u64::MAX` without one): buckets shrink and partitions are
+    /// fewer to fit in it.
+    pub memory_limit: u64,
 }
 
 impl BucketOptions {
@@ -49,7 +64,41 @@ impl BucketOptions {
             threads: threads.max(1),
             min_bucket_bytes: MIN_BUCKET_BYTES,
             max_bucket_bytes: MAX_BUCKET_BYTES,
+            memory_limit: u64::MAX,
         }
+    }
+
+    /// Plans for `limit`, the query's memory limit.
+    pub fn within_memory_limit(self, limit: Option<u64>) -> Self {
+        Self {
+            memory_limit: limit.unwrap_or(u64::MAX),
+            ..self
+        }
+    }
+
+    /// What fetched buckets may hold at once.
+    fn held_bytes(&self) -> u64 {
+        self.memory_limit / HELD_SHARE_OF_LIMIT
+    }
+
+    /// Partitions the limit affords with room to spill: twice the threads at most, one at
+    /// least.
+    fn affordable_partitions(&self) -> u64 {
+        (self.memory_limit / PARTITION_MEMORY).clamp(1, 2 * self.threads.max(1) as u64)
+    }
+
+    /// The biggest bucket: `max_bucket_bytes`, or less so that the affordable partitions
+    /// hold one each within `held_bytes`.
+    fn bucket_cap(&self) -> u64 {
+        let per_partition = self.held_bytes() / self.affordable_partitions();
+        self.max_bucket_bytes.min(per_partition).max(1)
+    }
+
+    /// The most partitions a scan gets: as many as hold one biggest bucket each within
+    /// `held_bytes` (unbounded without a limit).
+    fn max_partitions(&self) -> usize {
+        let most = (self.held_bytes() / self.bucket_cap()).max(1);
+        most.min(usize::MAX as u64) as usize
     }
 
     fn target_bytes(&self, total: u64) -> u64 {
@@ -59,7 +108,7 @@ impl BucketOptions {
         let floor = self.min_bucket_bytes.min(per_thread);
         (total / (2 * threads))
             .max(floor)
-            .min(self.max_bucket_bytes)
+            .min(self.bucket_cap())
             .max(1)
     }
 }
@@ -104,8 +153,31 @@ pub fn plan_buckets(files: &[FileWork], options: &BucketOptions) -> Vec<Bucket> 
 
 /// Groups buckets into partitions: a big bucket stands alone, consecutive small ones share
 /// a partition up to the same target, so a thousand small files do not make a thousand
-/// partitions.
+/// partitions; and no more partitions than `max_partitions`, whose first buckets are all
+/// held at once.
 pub fn group_buckets(buckets: Vec<Bucket>, options: &BucketOptions) -> Vec<Vec<Bucket>> {
+    let most = options.max_partitions();
+    let groups = group_small_buckets(buckets, options);
+    if groups.len() <= most {
+        return groups;
+    }
+    // Contiguous runs balanced by bytes: a bucket goes to the partition its middle byte
+    // falls in, in the scan's byte order.
+    let buckets: Vec<Bucket> = groups.into_iter().flatten().collect();
+    let total: u128 = buckets.iter().map(|b| b.bytes as u128).sum::<u128>().max(1);
+    let mut partitions: Vec<Vec<Bucket>> = vec![Vec::new(); most];
+    let mut before: u128 = 0;
+    for bucket in buckets {
+        let middle = before + bucket.bytes as u128 / 2;
+        before += bucket.bytes as u128;
+        let index = ((middle * most as u128) / total).min(most as u128 - 1) as usize;
+        partitions[index].push(bucket);
+    }
+    partitions.retain(|p| !p.is_empty());
+    partitions
+}
+
+fn group_small_buckets(buckets: Vec<Bucket>, options: &BucketOptions) -> Vec<Vec<Bucket>> {
     let total: u64 = buckets.iter().map(|b| b.bytes).sum();
     let target = options.target_bytes(total);
     let mut groups: Vec<Vec<Bucket>> = Vec::new();
@@ -229,6 +301,52 @@ mod tests {
         assert_eq!(buckets[1].file, 1);
         let groups = group_buckets(buckets, &BucketOptions::for_threads(2));
         assert_eq!(groups.len(), 1, "small buckets share a partition");
+    }
+
+    #[test]
+    fn a_memory_limit_shrinks_buckets_and_caps_partitions() {
+        // SF 1 lineitem: 61 row groups of ~3.7 MiB.
+        let files = [file(0, &[3_800 * KIB; 61])];
+        let free = BucketOptions::for_threads(2);
+        let unlimited = plan_buckets(&files, &free);
+        // Four partitions of ~56 MiB and the rest: all of it held at once, at the least.
+        assert_eq!(group_buckets(unlimited.clone(), &free).len(), 5);
+        assert!(unlimited.iter().filter(|b| b.bytes > 50 * MIB).count() == 4);
+        // Under 256 MB a quarter (64 MB) is for fetched buckets: 16 MB each, 4 partitions.
+        let limited = free.within_memory_limit(Some(256_000_000));
+        assert_eq!(limited.affordable_partitions(), 4);
+        let buckets = plan_buckets(&files, &limited);
+        assert!(buckets.iter().all(|b| b.bytes <= 16 * MIB), "{buckets:?}");
+        let partitions = group_buckets(buckets.clone(), &limited);
+        assert_eq!(partitions.len(), 4);
+        let biggest = partitions
+            .iter()
+            .map(|p| p.iter().map(|b| b.bytes).max().unwrap())
+            .sum::<u64>();
+        assert!(biggest <= 64_000_000, "{biggest}");
+        // Every bucket once, in order; each partition within a bucket of its fair share.
+        let flat: Vec<Bucket> = partitions.iter().flatten().cloned().collect();
+        assert_eq!(flat, buckets);
+        let loads: Vec<u64> = partitions
+            .iter()
+            .map(|p| p.iter().map(|b| b.bytes).sum())
+            .collect();
+        let spread = loads.iter().max().unwrap() - loads.iter().min().unwrap();
+        assert!(spread <= 2 * 16 * MIB, "{loads:?}");
+        // Under 128 MB two partitions of 16 MB buckets; under 64 MB, one.
+        for (limit, partitions) in [(128_000_000, 2), (64_000_000, 1)] {
+            let limited = free.within_memory_limit(Some(limit));
+            let buckets = plan_buckets(&files, &limited);
+            assert!(buckets.iter().all(|b| b.bytes <= 16 * MIB), "{buckets:?}");
+            assert_eq!(
+                group_buckets(buckets, &limited).len(),
+                partitions,
+                "{limit}"
+            );
+        }
+        // A generous limit changes nothing.
+        let roomy = free.within_memory_limit(Some(20 << 30));
+        assert_eq!(plan_buckets(&files, &roomy), unlimited);
     }
 
     #[test]

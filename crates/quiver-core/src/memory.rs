@@ -17,6 +17,12 @@ use datafusion::execution::memory_pool::{
 /// for the batches in flight, the caches and the binary itself.
 pub const SHARE_OF_MEMORY: f64 = 0.8;
 
+/// Spilled runs a sort merges in one pass: 4. Unbounded (DataFusion's default), each
+/// partition's merge reserves room for as many runs as the pool has left, so the first to
+/// finish took it all and the final merge over the partitions failed (SF 1 lineitem sorted
+/// under 256 MB). Bounded, a sort with more runs merges in more passes.
+pub const SPILL_MERGE_FAN_IN: usize = 4;
+
 /// Operators named in an out-of-memory error: those holding the most.
 const TOP_CONSUMERS: usize = 5;
 

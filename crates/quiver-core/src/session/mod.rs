@@ -160,8 +160,12 @@ impl QuiverSession {
             .with_extension(Arc::clone(&runtime))
             .with_option_extension(QuiverOptions::default());
         let memory_limit = memory::default_limit();
+        // Process-wide: a small function's default limit purges at once from the start.
+        #[cfg(not(target_arch = "wasm32"))]
+        crate::allocator::follow_memory_limit(memory_limit);
         let memory = RuntimeEnvBuilder::new()
             .with_memory_pool(memory::pool(memory_limit))
+            .with_max_spill_merge_fan_in(memory::SPILL_MERGE_FAN_IN)
             .build_arc()?;
         let context = SessionContext::new_with_config_rt(config, memory);
         // Our scan hands DataFusion bytes already fetched, yet DataFusion still looks up the
@@ -224,6 +228,8 @@ impl QuiverSession {
         if *applied == limit {
             return Ok(());
         }
+        #[cfg(not(target_arch = "wasm32"))]
+        crate::allocator::follow_memory_limit(limit);
         let state = self.context.state_ref();
         let mut state = state.write();
         let runtime = RuntimeEnvBuilder::from_runtime_env(state.runtime_env())
