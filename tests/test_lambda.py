@@ -395,6 +395,18 @@ def test_cli_fans_out_to_the_emulator(emulator, s3, quiver, oracle):
     assert proc.returncode == 0, proc.stderr
     check_csv(oracle, 6, proc.stdout, "from the CLI")
     assert "lambda workers:" in proc.stderr, proc.stderr
+    spent = re.search(r"^cost: (\d+) GETs .*, (\d+) worker invocations, ([0-9.]+) GB-seconds, "
+                      r"\$([0-9.]+)$", proc.stderr, re.M)
+    assert spent and int(spent[2]) == 3, proc.stderr
+    # The estimate, from the footers alone: the same 3 workers, and a price on them.
+    estimate = subprocess.run(
+        [quiver.path, "query", "--format", "json", "--executor", "lambda", "--function", "worker",
+         "--workers", "3", "--lambda-endpoint", emulator.url, "--dry-run", "-"],
+        input=sql, capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    assert estimate.returncode == 0, estimate.stderr
+    [row] = json.loads(estimate.stdout)
+    assert row["workers"] == 3 and row["gb_seconds"] > 0, row
+    assert row["dollars"] > row["gets"] * 0.0004 / 1000, row
     # With the coordinator named, above the tree threshold (2 here) it is invoked as a
     # sub-coordinator for each group of workers, as the coordinator function itself does.
     tree = "SET lambda.tree_threshold = 2;\nSET quiver.max_bucket_bytes = 1;\n" + sql

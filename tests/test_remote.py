@@ -396,6 +396,36 @@ def test_cold_query_makes_exactly_the_planned_gets(remote):
     check_plan(remote, proc, plan)
 
 
+# d2. EXPLAIN COST foretells a cold run's GETs and bytes, reading no data page
+
+
+@pytest.mark.parametrize("n", [1, 3, 6, 12, 18], ids=lambda n: f"q{n:02d}")
+def test_explain_cost_foretells_the_gets_and_bytes_of_a_cold_run(s3_remote, n):
+    remote = s3_remote
+    sql = prelude(remote.url("tpch"), "single", "quiver") + query_sql(n)
+    header, rows = parse_csv(remote.quiver.ok("query", "--format", "csv", "--threads", THREADS,
+                                              "--dry-run", "-", input=sql))
+    estimate = dict(zip(header, rows[0]))
+    planning = remote.gets()
+    assert len(planning) == int(estimate["footer_gets"]), "planning reads footers only"
+    remote.control.reset()
+    proc = remote.quiver.run("query", "--format", "csv", "--threads", THREADS, "--profile",
+                             "-", input=sql)
+    assert proc.returncode == 0, proc.stderr
+    gets = remote.gets()
+    seen = {"gets": len(gets), "bytes": sum(g["bytes"] for g in gets)}
+    for key, value in seen.items():
+        assert abs(int(estimate[key]) - value) <= value / 10, (key, estimate, seen)
+    spent = re.search(r"^cost: (\d+) GETs \((\d+) for footers\), (\d+) bytes, \$([0-9.]+)$",
+                      proc.stderr, re.M)
+    assert spent, proc.stderr
+    # --profile speaks of the last statement, the query: the views' footers are not in it.
+    p = profile(proc.stderr)
+    assert (int(spent[1]), int(spent[2]), int(spent[3])) == \
+        (p.requests, p.footer_requests, p.bytes_read), spent[0]
+    assert float(estimate["dollars"]) == pytest.approx(int(estimate["gets"]) * 0.0004 / 1000)
+
+
 # e. a full scan reads each byte about once, in few large GETs
 
 ALL_COLUMNS_SQL = "SELECT count(*) AS n FROM '{url}' WHERE concat_ws('|', {columns}) <> ''"

@@ -64,9 +64,13 @@ impl Worker {
         reads.add_phase("decode", ms(decoded_at));
         reads.add_phase("run", ms(ran_at - decoded_at));
         reads.add_phase("encode", ms(started.elapsed() - ran_at));
+        let memory_gb =
+            quiver_core::memory::lambda_memory().unwrap_or(0) as f64 / (1u64 << 30) as f64;
         let metrics = WorkerMetrics {
             sub_coordinators: 0,
             hedged: 0,
+            invocations: 1,
+            gb_seconds: started.elapsed().as_secs_f64() * memory_gb,
             rows: partitions
                 .iter()
                 .flatten()

@@ -145,9 +145,13 @@ struct QueryArgs {
     /// (default: QUIVER_LAMBDA_ENDPOINT, else AWS).
     #[arg(long, value_name = "URL")]
     lambda_endpoint: Option<String>,
-    /// Print rows, requests, bytes read and time per phase to standard error.
+    /// Print rows, requests, bytes read, time per phase and what it cost to standard error.
     #[arg(long)]
     profile: bool,
+    /// Say what the query would cost (GETs, bytes, Lambda workers and GB-seconds, dollars)
+    /// from its footers alone, reading no data: the same as `EXPLAIN COST <query>`.
+    #[arg(long)]
+    dry_run: bool,
     /// Merge byte ranges closer than this many bytes into one request (default 1 MiB).
     #[arg(long, value_name = "BYTES")]
     coalesce_gap: Option<u64>,
@@ -277,6 +281,11 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
     } else {
         args.sql.clone()
     };
+    let sql = if args.dry_run {
+        format!("EXPLAIN COST {sql}")
+    } else {
+        sql
+    };
     let mut session = QuiverSession::new(SessionOptions {
         threads,
         executor: args.executor,
@@ -344,7 +353,18 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
     let metrics = printed?;
     if args.profile {
         eprint!("{}", metrics.report());
-        if let Some(workers) = lambda.map(|runner| runner.take_metrics()) {
+        let mut spent = metrics.snapshot();
+        let mut on_workers = quiver_core::cost::WorkerCost::default();
+        let workers = lambda.map(|runner| runner.take_metrics());
+        if let Some(workers) = &workers {
+            spent.add(&workers.reads);
+            on_workers = quiver_core::cost::WorkerCost {
+                workers: workers.invocations,
+                gb_seconds: workers.gb_seconds,
+            };
+        }
+        eprintln!("{}", session.cost_line(&spent, on_workers));
+        if let Some(workers) = workers {
             eprintln!(
                 "lambda workers: {} buckets, {} rows out, {} requests, {} bytes read, {} hedged, \
                  {} sub-coordinators",

@@ -136,6 +136,8 @@ impl Shell {
             Some(Ok(output)) => {
                 if self.profile {
                     eprint!("{}", output.metrics.report());
+                    let spent = output.metrics.snapshot();
+                    eprintln!("{}", self.session.cost_line(&spent, Default::default()));
                 }
                 if let Err(e) = print_result(&self.printing, &output, None) {
                     eprintln!("Error: {e}");

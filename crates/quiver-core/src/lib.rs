@@ -14,6 +14,7 @@ pub mod allocator;
 pub mod bucket;
 mod cache;
 pub mod copy;
+pub mod cost;
 pub mod error;
 pub mod exec;
 mod fetch;

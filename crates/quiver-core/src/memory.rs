@@ -97,8 +97,8 @@ pub fn pool(limit: Option<u64>) -> Arc<dyn MemoryPool> {
     }
 }
 
-/// `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`, in MB, set by Lambda (and its emulators).
-fn lambda_memory() -> Option<u64> {
+/// `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`, in MB, set by Lambda (and its emulators), in bytes.
+pub fn lambda_memory() -> Option<u64> {
     let megabytes: u64 = std::env::var("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
         .ok()?
         .trim()

@@ -45,6 +45,13 @@ extensions_options! {
         /// a Lambda function's), `off`, a share (`50%`) or a size (`4GB`, `512MiB`). Sorts
         /// and aggregates spill to disk beyond it; the block cache keeps to a quarter of it.
         pub memory_limit: String, default = "auto".to_string()
+        /// S3's price per 1,000 GET requests in dollars (AWS's list price, us-east-1), for
+        /// `EXPLAIN COST` and `--profile`.
+        pub price_per_1000_gets: f64, default = 0.0004
+        /// Lambda's price per GB-second of a function's time (x86, us-east-1).
+        pub price_per_gb_second: f64, default = 0.000_016_666_7
+        /// Lambda's price per million invocations.
+        pub price_per_million_invocations: f64, default = 0.2
     }
 }
 

@@ -219,6 +219,45 @@ impl BucketScanExec {
         Ok(one)
     }
 
+    /// The byte ranges of `bucket`'s projected column chunks, as its read requests them.
+    fn bucket_ranges(
+        &self,
+        meta: &ObjectMeta,
+        metadata: &ParquetMetaData,
+        bucket: &Bucket,
+    ) -> Result<Vec<Range<u64>>> {
+        let stored = arrow_schema(&meta.path, metadata)?;
+        Ok(
+            ProjectedColumns::new(metadata, &stored, &self.projected_file_columns())
+                .ranges(&bucket.row_groups),
+        )
+    }
+
+    /// What each bucket will request, before coalescing: its object, whether the source's
+    /// bytes go to the block cache, and its column chunks' ranges (from the footers, read
+    /// now if planning did not).
+    pub async fn bucket_reads(
+        &self,
+        runtime: &QuiverRuntime,
+        options: &QuiverOptions,
+        metrics: &QueryMetrics,
+    ) -> Result<Vec<BucketRead>> {
+        let mut reads = Vec::new();
+        for bucket in self.partitions.iter().flatten() {
+            let Some(file) = self.files.get(bucket.file) else {
+                continue;
+            };
+            let source = runtime.sources.for_path(&file.meta.path, &options.s3())?;
+            let metadata = runtime.footer(source.as_ref(), &file.meta, metrics).await?;
+            reads.push(BucketRead {
+                ranges: self.bucket_ranges(&file.meta, &metadata, bucket)?,
+                meta: file.meta.clone(),
+                cached: source.keeps_blocks(),
+            });
+        }
+        Ok(reads)
+    }
+
     fn projected_file_columns(&self) -> Vec<String> {
         let all: Vec<usize> = (0..self.table_schema.fields().len()).collect();
         self.projection
@@ -386,6 +425,15 @@ impl ExecutionPlan for BucketScanExec {
             },
         )))
     }
+}
+
+/// The ranges one bucket reads from its object (see `bucket_reads`).
+#[derive(Debug, Clone)]
+pub struct BucketRead {
+    pub meta: ObjectMeta,
+    /// Whether what is fetched stays in the block cache (remote sources).
+    pub cached: bool,
+    pub ranges: Vec<Range<u64>>,
 }
 
 /// Buckets fetched ahead of the one being decoded: 2, so that the next bucket's requests
@@ -593,9 +641,7 @@ impl BucketScanExec {
         let meta = &file.meta;
         let source = runtime.sources.for_path(&meta.path, &options.s3())?;
         let metadata = runtime.footer(source.as_ref(), meta, metrics).await?;
-        let stored = arrow_schema(&meta.path, &metadata)?;
-        let ranges = ProjectedColumns::new(&metadata, &stored, &self.projected_file_columns())
-            .ranges(&bucket.row_groups);
+        let ranges = self.bucket_ranges(meta, &metadata, bucket)?;
         let lane = self.lane(bucket);
         let fetched = fetch_ranges(
             source.as_ref(),

@@ -301,6 +301,22 @@ pub enum SubResult {
 
 #[async_trait::async_trait]
 impl FragmentRunner for LambdaRunner {
+    fn estimate(
+        &self,
+        reads: &quiver_core::cost::PlannedReads,
+        config: &ConfigOptions,
+    ) -> quiver_core::cost::WorkerCost {
+        if reads.buckets == 0 {
+            return quiver_core::cost::WorkerCost::default();
+        }
+        let options = LambdaOptions::of(config);
+        let workers = options.worker_count(reads.bytes, reads.buckets as usize);
+        quiver_core::cost::WorkerCost {
+            workers: workers as u64,
+            gb_seconds: options.worker_gb_seconds(reads.bytes, workers),
+        }
+    }
+
     async fn run(
         &self,
         fragment: &Fragment,

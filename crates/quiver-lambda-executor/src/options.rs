@@ -30,6 +30,11 @@ extensions_options! {
         pub inline_bytes: usize, default = INLINE_BYTES
         /// Where large outputs go: `s3://bucket/prefix/`.
         pub result_prefix: Option<String>, default = None
+        /// The worker function's memory in MB, for `EXPLAIN COST` (Terraform sets it).
+        pub worker_memory_mb: u64, default = 2048
+        /// Parquet one vCPU of a worker reads and computes per second, for `EXPLAIN COST`:
+        /// a worker decoded TPC-H Q1's columns at ~38 MB/s per vCPU (2026-11-23).
+        pub estimate_mb_per_vcpu_second: f64, default = 38.0
     }
 }
 
@@ -55,6 +60,7 @@ impl LambdaOptions {
             ("QUIVER_HEDGE_MIN_MS", "hedge_min_ms"),
             ("QUIVER_INLINE_BYTES", "inline_bytes"),
             ("QUIVER_RESULT_PREFIX", "result_prefix"),
+            ("QUIVER_WORKER_MEMORY_MB", "worker_memory_mb"),
         ];
         for (variable, key) in pairs {
             if let Some(value) = std::env::var(variable).ok().filter(|v| !v.is_empty()) {
@@ -66,6 +72,17 @@ impl LambdaOptions {
             }
         }
         options
+    }
+
+    /// What `workers` workers reading `bytes` spend: each gets a vCPU per 1,769 MB (Lambda's
+    /// ratio) and reads its share at the estimated rate, after a start of 50 ms.
+    pub fn worker_gb_seconds(&self, bytes: u64, workers: usize) -> f64 {
+        const MB_PER_VCPU: f64 = 1769.0;
+        const START_SECONDS: f64 = 0.05;
+        let memory_mb = self.worker_memory_mb.max(128) as f64;
+        let rate = self.estimate_mb_per_vcpu_second.max(0.001) * 1e6 * (memory_mb / MB_PER_VCPU);
+        let seconds = bytes as f64 / workers.max(1) as f64 / rate + START_SECONDS;
+        workers as f64 * seconds * memory_mb / 1024.0
     }
 
     /// How many workers read `bytes` in `buckets` buckets.

@@ -57,6 +57,12 @@ pub struct WorkerMetrics {
     pub rows: u64,
     /// Buckets the workers ran.
     pub buckets: u64,
+    /// Worker invocations that answered.
+    #[serde(default)]
+    pub invocations: u64,
+    /// Their time times their function's memory, as Lambda bills it.
+    #[serde(default)]
+    pub gb_seconds: f64,
     /// Straggling requests that got a duplicate invocation.
     #[serde(default)]
     pub hedged: u64,
@@ -71,6 +77,8 @@ impl WorkerMetrics {
         self.rows += other.rows;
         self.buckets += other.buckets;
         self.hedged += other.hedged;
+        self.invocations += other.invocations;
+        self.gb_seconds += other.gb_seconds;
         self.reads.add(&other.reads);
     }
 }

@@ -55,4 +55,14 @@ pub trait FragmentRunner: Send + Sync {
     ) -> Option<Result<Vec<WrittenFile>>> {
         None
     }
+
+    /// What running a scan that reads `reads` would spend on workers, under `config`'s
+    /// settings (`EXPLAIN COST`).
+    fn estimate(
+        &self,
+        _reads: &crate::cost::PlannedReads,
+        _config: &datafusion::common::config::ConfigOptions,
+    ) -> crate::cost::WorkerCost {
+        crate::cost::WorkerCost::default()
+    }
 }

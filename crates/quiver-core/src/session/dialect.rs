@@ -1,11 +1,21 @@
 //! DuckDB's SQL where DataFusion's differs, rewritten before DataFusion parses it:
 //! `COPY ... TO 'target' (FORMAT parquet, PARTITION_BY (a))`, DuckDB's option list, becomes
 //! DataFusion's `STORED AS PARQUET PARTITIONED BY (a)`, and `SUMMARIZE x` becomes
-//! `CALL quiver_summarize('x')` (see `summarize`). Other SQL passes through unchanged.
+//! `CALL quiver_summarize('x')` (see `summarize`). `EXPLAIN COST <query>` is Quiver's own
+//! and is answered before parsing (see `cost`). Other SQL passes through unchanged.
 
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Word};
+
+/// The query after `EXPLAIN COST`, if `sql` starts so.
+pub fn explain_cost(sql: &str) -> Option<&str> {
+    fn keyword<'a>(text: &'a str, word: &str) -> Option<&'a str> {
+        let (head, rest) = text.trim_start().split_at_checked(word.len())?;
+        (head.eq_ignore_ascii_case(word) && rest.starts_with(char::is_whitespace)).then_some(rest)
+    }
+    keyword(keyword(sql, "explain")?, "cost").map(str::trim_start)
+}
 
 /// DuckDB's option list after `TO 'target'` in DataFusion's words:
 /// `(FORMAT parquet, PARTITION_BY (a, b))` becomes `STORED AS PARQUET PARTITIONED BY (a, b)`.
@@ -189,6 +199,14 @@ fn plain(token: &Token) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn explain_cost_is_found_in_any_case() {
+        assert_eq!(explain_cost(" explain COST\n SELECT 1"), Some("SELECT 1"));
+        assert_eq!(explain_cost("EXPLAIN SELECT cost FROM t"), None);
+        assert_eq!(explain_cost("EXPLAIN costs"), None);
+        assert_eq!(explain_cost("SELECT 1"), None);
+    }
 
     #[test]
     fn duckdb_options_become_datafusion_clauses() {

@@ -269,6 +269,17 @@ impl QuiverSession {
     /// Runs every `;`-separated statement in order; the last one's answer comes as it is
     /// produced.
     pub async fn run_streaming(&self, sql: &str) -> Result<QueryStream> {
+        if let Some(query) = dialect::explain_cost(sql) {
+            let cost = self.estimate_cost(query).await?;
+            let options = QuiverOptions::of(self.context.state_ref().read().config_options());
+            let batch = cost.batch(&crate::cost::Prices::of(&options))?;
+            let output = QueryOutput {
+                schema: batch.schema(),
+                batches: vec![batch],
+                metrics: self.runtime.metrics(),
+            };
+            return Ok(output.into_stream());
+        }
         let sql = dialect::rewrite_summarize(&dialect::rewrite_duckdb_copy(sql));
         let mut statements = DFParser::parse_sql_with_dialect(&sql, &GenericDialect {})?;
         let last = statements
@@ -301,22 +312,74 @@ impl QuiverSession {
         })
     }
 
+    /// What `sql` will cost (`EXPLAIN COST`): its last statement is planned, which reads
+    /// footers, and no data page is read; earlier statements run, and what they read counts
+    /// (a view's footers).
+    pub async fn estimate_cost(&self, sql: &str) -> Result<crate::cost::Cost> {
+        let (plan, mut planning) = self.plan_last(sql).await?;
+        let config = self.context.state_ref().read().config_options().clone();
+        let options = QuiverOptions::of(&config);
+        let reads = crate::cost::planned_reads(&plan, &self.runtime, &options).await?;
+        planning.add(&self.runtime.metrics().snapshot());
+        let mut cost = crate::cost::Cost {
+            files: planning.files,
+            footer_gets: planning.footer_requests,
+            // Planning's other requests (an index file) are made again by the run.
+            data_gets: planning.requests.saturating_sub(planning.footer_requests),
+            bytes: planning.bytes_read,
+            ..Default::default()
+        };
+        for scan in &reads {
+            cost.buckets += scan.buckets;
+            cost.data_gets += scan.requests;
+            cost.bytes += scan.bytes;
+            if let Some(runner) = &self.remote {
+                let workers = runner.estimate(scan, &config);
+                cost.workers.workers += workers.workers;
+                cost.workers.gb_seconds += workers.gb_seconds;
+            }
+        }
+        Ok(cost)
+    }
+
+    /// What a run spent (`spent`, with its workers' reads added), priced: `--profile`'s line.
+    pub fn cost_line(
+        &self,
+        spent: &crate::metrics::MetricsSnapshot,
+        workers: crate::cost::WorkerCost,
+    ) -> String {
+        let options = QuiverOptions::of(self.context.state_ref().read().config_options());
+        crate::cost::Cost::measured(spent, workers).line(&crate::cost::Prices::of(&options))
+    }
+
     /// The physical plan of the last statement of `sql` (earlier ones run, e.g. views).
     pub async fn physical_plan(&self, sql: &str) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self.plan_last(sql).await?.0)
+    }
+
+    /// The physical plan of the last statement of `sql`, and what running the earlier
+    /// ones read.
+    async fn plan_last(
+        &self,
+        sql: &str,
+    ) -> Result<(Arc<dyn ExecutionPlan>, crate::metrics::MetricsSnapshot)> {
         let mut statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})?;
         let last = statements
             .pop_back()
             .ok_or_else(|| DataFusionError::Plan("no SQL statement given".into()))?;
+        let mut earlier = crate::metrics::MetricsSnapshot::default();
         for statement in statements {
-            self.run_statement(statement).await?;
+            earlier.add(&self.run_statement(statement).await?.metrics.snapshot());
         }
         self.begin_query()?;
         let plan = self.logical_plan(last).await?;
-        self.context
+        let plan = self
+            .context
             .execute_logical_plan(plan)
             .await?
             .create_physical_plan()
-            .await
+            .await?;
+        Ok((plan, earlier))
     }
 
     /// Plans a statement. Its path tables are first made from their listings alone: if
