@@ -76,6 +76,7 @@ resource "aws_lambda_function" "coordinator" {
       QUIVER_BYTES_PER_WORKER = tostring(var.bytes_per_worker)
       QUIVER_TREE_THRESHOLD   = tostring(var.tree_threshold)
       QUIVER_WORKER_RETRIES   = tostring(var.worker_retries)
+      QUIVER_WORKER_MEMORY_MB = tostring(var.worker_memory_mb)
     })
   }
 

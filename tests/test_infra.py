@@ -327,7 +327,8 @@ def test_environment(module):
                                QUIVER_MAX_WORKERS="64",
                                QUIVER_BYTES_PER_WORKER="268435456",
                                QUIVER_TREE_THRESHOLD="64",
-                               QUIVER_WORKER_RETRIES="2")
+                               QUIVER_WORKER_RETRIES="2",
+                               QUIVER_WORKER_MEMORY_MB="2048")
 
 
 def test_function_url_is_iam_unless_chosen(module):
