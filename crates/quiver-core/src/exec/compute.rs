@@ -3,6 +3,8 @@
 //! that drives I/O (the browser worker's event loop) keeps running while others compute.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use futures::channel::oneshot;
 use futures::future::{select, Either};
@@ -58,16 +60,20 @@ impl ComputePool {
 
     /// Runs the future `work` makes to its end on a compute thread, under a current-thread
     /// tokio runtime (DataFusion's exchanges spawn tokio tasks). Dropping the returned future
-    /// stops the work at its next yield, so a cancelled query does not keep a thread busy.
+    /// stops the work at its next yield, and sets the `Cancelled` flag `work` is given, for
+    /// work that does not yield (an operator that emits batch after batch without waiting:
+    /// a cancelled cross join held its thread for minutes).
     pub fn start_async<T, F>(
         &self,
-        work: impl FnOnce() -> F + Send + 'static,
+        work: impl FnOnce(Cancelled) -> F + Send + 'static,
     ) -> impl Future<Output = Result<T>> + Send + 'static
     where
         T: Send + 'static,
         F: Future<Output = Result<T>>,
     {
         let (mut sender, receiver) = oneshot::channel();
+        let cancelled = Cancelled::default();
+        let on_drop = SetOnDrop(cancelled.clone());
         self.spawn(move || {
             let runtime = match tokio::runtime::Builder::new_current_thread().build() {
                 Ok(runtime) => runtime,
@@ -77,7 +83,7 @@ impl ComputePool {
                 }
             };
             let answer = runtime.block_on(async {
-                let work = std::pin::pin!(work());
+                let work = std::pin::pin!(work(cancelled));
                 match select(work, sender.cancellation()).await {
                     Either::Left((answer, _)) => Some(answer),
                     Either::Right(_) => None, // nobody waits for it any more
@@ -87,7 +93,10 @@ impl ComputePool {
                 let _ = sender.send(answer);
             }
         });
-        answer_of(receiver)
+        async move {
+            let _on_drop = on_drop;
+            answer_of(receiver).await
+        }
     }
 
     fn spawn(&self, job: impl FnOnce() + Send + 'static) {
@@ -96,6 +105,25 @@ impl ComputePool {
             Self::Global => rayon::spawn(job),
             Self::Inline => job(),
         }
+    }
+}
+
+/// Set when nobody waits for a `start_async` answer any more.
+#[derive(Debug, Clone, Default)]
+pub struct Cancelled(Arc<AtomicBool>);
+
+impl Cancelled {
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Sets its flag when the future holding it is dropped (finished or not).
+struct SetOnDrop(Cancelled);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        (self.0).0.store(true, Ordering::Relaxed);
     }
 }
 
@@ -115,7 +143,7 @@ mod tests {
     #[test]
     fn start_async_gives_the_answer() {
         let pool = ComputePool::for_target(1).unwrap();
-        let answer = futures::executor::block_on(pool.start_async(|| async { Ok(42) }));
+        let answer = futures::executor::block_on(pool.start_async(|_| async { Ok(42) }));
         assert_eq!(answer.unwrap(), 42);
     }
 
@@ -124,7 +152,7 @@ mod tests {
     fn dropping_start_async_stops_the_work_at_its_next_yield() {
         let pool = ComputePool::for_target(1).unwrap();
         let (ended, ending) = channel::<()>();
-        let answer = pool.start_async(move || async move {
+        let answer = pool.start_async(move |_| async move {
             let _ended = ended; // dropped (disconnecting `ending`) when the work stops
             loop {
                 tokio::task::yield_now().await;
@@ -138,5 +166,22 @@ mod tests {
         // and the thread is free for the next job
         let next = futures::executor::block_on(pool.start(|| Ok(7)));
         assert_eq!(next.unwrap(), 7);
+    }
+
+    /// Work that never yields sees the flag once its answer is no longer awaited.
+    #[test]
+    fn dropping_start_async_sets_the_flag_for_work_that_never_yields() {
+        let pool = ComputePool::for_target(1).unwrap();
+        let (ended, ending) = channel::<()>();
+        let answer = pool.start_async(move |cancelled| async move {
+            let _ended = ended;
+            while !cancelled.is_set() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(())
+        });
+        drop(answer);
+        let stopped = ending.recv_timeout(Duration::from_secs(10));
+        assert_eq!(stopped, Err(RecvTimeoutError::Disconnected));
     }
 }

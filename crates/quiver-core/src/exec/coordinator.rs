@@ -53,7 +53,10 @@ async fn merge(
     context: Arc<TaskContext>,
 ) -> Result<Vec<RecordBatch>> {
     let pool = super::ComputePool::for_target(1)?;
-    pool.start_async(move || collect(plan, context)).await
+    pool.start_async(move |cancelled| async move {
+        collect(super::cancel::checked(plan, &cancelled)?, context).await
+    })
+    .await
 }
 
 /// The fragments of `plan` that travel, outermost first.

@@ -6,6 +6,7 @@
 //! compute (the pool fragments compute on) → local (a fragment's partitions on that pool) →
 //! coordinator (fragments out to a runner, outputs merged)
 
+pub mod cancel;
 pub mod compute;
 pub mod coordinator;
 pub mod local;
