@@ -402,7 +402,9 @@ def test_cold_query_makes_exactly_the_planned_gets(remote):
 @pytest.mark.parametrize("n", [1, 3, 6, 12, 18], ids=lambda n: f"q{n:02d}")
 def test_explain_cost_foretells_the_gets_and_bytes_of_a_cold_run(s3_remote, n):
     remote = s3_remote
-    sql = prelude(remote.url("tpch"), "single", "quiver") + query_sql(n)
+    # A hedged read is a GET no plan foresees (CI once saw 2 on Q3): not in this comparison.
+    sql = ("SET quiver.hedge_multiple = 0;\n" + prelude(remote.url("tpch"), "single", "quiver")
+           + query_sql(n))
     header, rows = parse_csv(remote.quiver.ok("query", "--format", "csv", "--threads", THREADS,
                                               "--dry-run", "-", input=sql))
     estimate = dict(zip(header, rows[0]))
