@@ -23,6 +23,8 @@ use crate::scan::BucketScanExec;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PlannedReads {
     pub buckets: u64,
+    /// The buckets' planned bytes (before coalescing and the cache), as workers are counted.
+    pub planned_bytes: u64,
     pub requests: u64,
     pub bytes: u64,
 }
@@ -172,6 +174,7 @@ pub async fn planned_reads(
             let earlier = fetched.entry(bucket.meta.path.clone()).or_default();
             let requests = coalesce(&without(&missing, earlier), &fetch);
             reads.buckets += 1;
+            reads.planned_bytes += bucket.planned;
             reads.requests += requests.len() as u64;
             reads.bytes += requests.iter().map(|r| r.end - r.start).sum::<u64>();
             if keeps && bucket.cached {

@@ -253,6 +253,7 @@ impl BucketScanExec {
                 ranges: self.bucket_ranges(&file.meta, &metadata, bucket)?,
                 meta: file.meta.clone(),
                 cached: source.keeps_blocks(),
+                planned: bucket.bytes,
             });
         }
         Ok(reads)
@@ -434,6 +435,8 @@ pub struct BucketRead {
     /// Whether what is fetched stays in the block cache (remote sources).
     pub cached: bool,
     pub ranges: Vec<Range<u64>>,
+    /// The bucket's planned bytes, by which executors deal buckets to workers.
+    pub planned: u64,
 }
 
 /// Buckets fetched ahead of the one being decoded: 2, so that the next bucket's requests

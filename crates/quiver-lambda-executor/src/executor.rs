@@ -310,7 +310,8 @@ impl FragmentRunner for LambdaRunner {
             return quiver_core::cost::WorkerCost::default();
         }
         let options = LambdaOptions::of(config);
-        let workers = options.worker_count(reads.bytes, reads.buckets as usize);
+        // Counted as `requests` counts them, from the buckets' planned bytes.
+        let workers = options.worker_count(reads.planned_bytes, reads.buckets as usize);
         quiver_core::cost::WorkerCost {
             workers: workers as u64,
             gb_seconds: options.worker_gb_seconds(reads.bytes, workers),
