@@ -340,6 +340,28 @@ def test_an_output_over_6_mb_travels_through_s3(emulator, s3, tpch_data):
     assert left.get("KeyCount", 0) == 0, left.get("Contents")
 
 
+def test_joins_run_on_the_workers_and_a_big_fragment_travels_through_s3(emulator, s3, oracle):
+    """TPC-H Q5: the build sides (customers and orders, suppliers, nations, regions) travel to
+    the workers that read lineitem, which answer with partial sums instead of lineitem's rows
+    (against every join on the coordinator: quiver.broadcast_bytes = 0). With requests held
+    to 64 KiB (lambda.inline_bytes), that fragment goes through the result prefix: written
+    once, read by each worker, deleted after."""
+    sql = _prelude(s3) + query_sql(5)
+    here = invoke_query(emulator, sql, settings={**SETTINGS, "quiver.broadcast_bytes": "0"})
+    check_csv(oracle, 5, here["result"], "joins on the coordinator")
+    s3.control.reset()
+    small_requests = {**SETTINGS, "lambda.inline_bytes": "65536", "lambda.hedge_multiple": "0"}
+    there = invoke_query(emulator, sql, settings=small_requests)
+    check_csv(oracle, 5, there["result"], "joins on the workers")
+    before, after = here["metrics"]["workers"], there["metrics"]["workers"]
+    assert after["bytes"] * 10 < before["bytes"], (before, after)
+    stats = s3.control.stats()
+    kinds = [r["kind"] for r in stats["requests"] if r["path"].endswith("/fragment.proto")]
+    assert kinds.count("PutObject") >= 1 and kinds.count("GetObject") >= 2, kinds
+    left = s3.client().list_objects_v2(Bucket=s3.bucket, Prefix=RESULT_PREFIX)
+    assert left.get("KeyCount", 0) == 0, left.get("Contents")
+
+
 def test_a_failed_query_still_reads_and_deletes_the_spills_of_the_other_workers(emulator, s3):
     """Worker 1 of 2 fails (every attempt) while worker 0 spills its ~9 MB answer: the query
     fails, but only after worker 0's spill was read and deleted; none is left. (Here the

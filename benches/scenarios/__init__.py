@@ -8,8 +8,10 @@ from benches.scenarios import (index, memory_limit, partitioned, s3, small_files
 # `lambda` is a Python keyword: its module is imported by name.
 lambda_workers = importlib.import_module("benches.scenarios.lambda")
 
-SCENARIOS = [tpch, partitioned, s3, small_files, threads, lambda_workers, index, memory_limit,
-             stalls]
+lambda_joins = importlib.import_module("benches.scenarios.lambda_joins")
+
+SCENARIOS = [tpch, partitioned, s3, small_files, threads, lambda_workers, lambda_joins, index,
+             memory_limit, stalls]
 
 # Issue 4's scenarios that wait for parts of Quiver not built yet (none now: the Lambda
 # fan-out is measured by scenario `lambda`, benches/scenarios/lambda.py).

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.ipc
 import pyarrow.parquet as pq
-from servers.lambda_emulator import LambdaEmulator
+from servers.lambda_emulator import LOOPBACK, LambdaEmulator
 from tpch.tables import query_sql
 
 from benches import charts, data, measure, objectstore, report
@@ -148,7 +148,7 @@ def run(bench):
                     context, lambda: local.session_runs(setup, sql, 1, proxy.counter)[0],
                     expected[q], problems.get(q))
                 _progress(f"{q} local", results[q][LOCAL.name])
-        emulator = Emulator(_function_env(minio, proxy, timeout), timeout,
+        emulator = Emulator(function_env(minio, proxy.url, timeout), timeout,
                             os.path.join(data.ROOT, "lambda-emulator.log"))
         info["log"] = emulator.log_path
         emulator.start()
@@ -301,10 +301,10 @@ def _warm_up(emulator, setup_sql, counter):
 
 # --- the emulator ---------------------------------------------------------------------------
 
-def _function_env(minio, proxy, timeout):
+def function_env(minio, s3_url, timeout):
     """The emulator's environment, which its functions inherit: S3 (for Quiver only: not
-    AWS_ENDPOINT_URL, which would send the SDK's Lambda client to the proxy too) through the
-    proxy; the workers at the emulator itself. No AWS_* or QUIVER_* of this shell."""
+    AWS_ENDPOINT_URL, which would send the SDK's Lambda client to the proxy too) at `s3_url`
+    (the proxy's); the workers at the emulator itself. No AWS_* or QUIVER_* of this shell."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "QUIVER_"))}
     env.setdefault("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/quiver-target"))
     scripts = sysconfig.get_path("scripts")  # pip's cargo-lambda may live only here
@@ -312,7 +312,7 @@ def _function_env(minio, proxy, timeout):
     env.update(AWS_ACCESS_KEY_ID=minio.env["AWS_ACCESS_KEY_ID"],
                AWS_SECRET_ACCESS_KEY=minio.env["AWS_SECRET_ACCESS_KEY"],
                AWS_REGION=minio.env.get("AWS_REGION", "us-east-1"),
-               AWS_ENDPOINT_URL_S3=proxy.url,
+               AWS_ENDPOINT_URL_S3=s3_url,
                AWS_EC2_METADATA_DISABLED="true",
                QUIVER_WORKER_FUNCTION="worker",
                QUIVER_RESULT_PREFIX=f"s3://{objectstore.BUCKET}/results/lambda/",
@@ -329,8 +329,8 @@ class Emulator(LambdaEmulator):
     long poll for their next event included, and an instance idle for longer gets a 408 that
     lambda_runtime does not survive. Runs are limited here instead (the harness's --timeout)."""
 
-    def __init__(self, env, timeout, log_path):
-        super().__init__(env, log_path, concurrency=CONCURRENCY, release=True)
+    def __init__(self, env, timeout, log_path, release=True):
+        super().__init__(env, log_path, concurrency=CONCURRENCY, release=release)
         self.timeout = timeout
 
     def start(self):
@@ -410,7 +410,7 @@ class Emulator(LambdaEmulator):
                 last_print = time.time()
                 lines = [line for line in log.splitlines() if line.strip()]
                 print(f"  {NAME}: waiting for {what} ({(time.time() - started) / 60:.0f} min; "
-                      f"the first request builds it in release): "
+                      f"the first request builds it): "
                       f"{lines[-1][:160] if lines else 'no output yet'}", flush=True)
 
     def query(self, sql, query_settings, counter):
@@ -432,6 +432,10 @@ class Emulator(LambdaEmulator):
                     and not headers.get("X-Amz-Function-Error"):
                 table = pa.ipc.open_file(
                     pa.BufferReader(base64.b64decode(body["result"]))).read_all()
+            elif status == 200 and isinstance(body, dict) and "result_url" in body:
+                # An answer over 6 MB comes through S3, at a presigned URL.
+                with LOOPBACK.open(body["result_url"], timeout=self.timeout) as answer:
+                    table = pa.ipc.open_file(pa.BufferReader(answer.read())).read_all()
             seconds = time.perf_counter() - start
             server = counter.read()
         except TimeoutError:

@@ -16,9 +16,9 @@ use quiver_core::options::QuiverOptions;
 use quiver_core::{QuiverSession, SessionOptions};
 use quiver_lambda_executor::executor::merge_partial_states;
 use quiver_lambda_executor::protocol::{
-    encode_partitions, from_base64, Output, WorkerMetrics, WorkerRequest, WorkerResponse,
+    encode_partitions, Output, WorkerMetrics, WorkerRequest, WorkerResponse,
 };
-use quiver_lambda_executor::results::deliver;
+use quiver_lambda_executor::results::{deliver, fragment_bytes};
 
 pub struct Worker {
     session: QuiverSession,
@@ -40,7 +40,10 @@ impl Worker {
         let metrics = self.session.begin_query()?;
         let context = self.session.context().task_ctx();
         let started = Instant::now();
-        let template = decode(&from_base64(&request.fragment)?, &context)?;
+        let s3 = QuiverOptions::of(self.session.context().state().config_options()).s3();
+        let fragment =
+            futures::executor::block_on(fragment_bytes(self.session.runtime(), &s3, request))?;
+        let template = decode(&fragment, &context)?;
         let plan = over_buckets(&template, request.files.clone(), request.buckets.clone())?;
         let decoded_at = started.elapsed();
         let partitions =
@@ -51,11 +54,12 @@ impl Worker {
             None => futures::executor::block_on(merge_partial_states(&plan, partitions, &context))?,
         };
         let ran_at = started.elapsed();
+        let mut returned = 0;
         let output = match &request.write {
             Some(target) => Output::Written(self.write(target, &plan.schema(), &partitions)?),
             None => {
                 let bytes = encode_partitions(&plan.schema(), &partitions)?;
-                let s3 = QuiverOptions::of(self.session.context().state().config_options()).s3();
+                returned = bytes.len() as u64;
                 futures::executor::block_on(deliver(self.session.runtime(), &s3, request, bytes))?
             }
         };
@@ -76,6 +80,7 @@ impl Worker {
                 .flatten()
                 .map(|b| b.num_rows() as u64)
                 .sum(),
+            bytes: returned,
             buckets: request.buckets.len() as u64,
             reads,
         };

@@ -3,8 +3,9 @@
 //!
 //! A fragment is a maximal subtree made only of per-partition operators (output partition
 //! `i` depends on input partition `i` alone: scan, filter, projection, partial aggregate,
-//! TopK) over exactly one `BucketScanExec`. Everything else stays on the coordinator, which
-//! runs it over the fragments' outputs (final aggregate, joins, sort, limit).
+//! TopK, a hash join probing a build side held in memory) over exactly one
+//! `BucketScanExec`. Everything else stays on the coordinator, which runs it over the
+//! fragments' outputs (final aggregate, other joins, sort, limit).
 //!
 //! Here: cutting plans into fragments, a fragment's work for one worker, and the proto codec
 //! they travel with. Running them is `exec`'s.
@@ -15,9 +16,11 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::ipc::reader::StreamReader;
 use datafusion::arrow::ipc::writer::StreamWriter;
+use datafusion::common::JoinType;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::{replace_children_if_necessary, ExecutionPlan};
 use datafusion_proto::bytes::{
@@ -28,8 +31,8 @@ use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConve
 use crate::bucket::Bucket;
 use crate::scan::{BucketScanExec, ScanFile, ScanSummary};
 
-/// Whether output partition `i` of `plan` depends only on input partition `i`, computed
-/// without spawning tasks.
+/// Whether output partition `i` of `plan` depends only on input partition `i` of its
+/// probe input (see `probe_input`), computed without spawning tasks.
 fn is_per_partition(plan: &Arc<dyn ExecutionPlan>) -> bool {
     match plan.name() {
         "BucketScanExec"
@@ -44,25 +47,49 @@ fn is_per_partition(plan: &Arc<dyn ExecutionPlan>) -> bool {
         "SortExec" => plan
             .downcast_ref::<SortExec>()
             .is_some_and(|s| s.preserve_partitioning()),
+        "HashJoinExec" => is_broadcast_join(plan),
         _ => false,
+    }
+}
+
+/// A hash join whose build side is held in memory (it travels with the fragment) and
+/// emits nothing for unmatched build rows, so each bucket probes it on its own.
+fn is_broadcast_join(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    plan.downcast_ref::<HashJoinExec>().is_some_and(|join| {
+        *join.partition_mode() == PartitionMode::CollectLeft
+            && !join.null_aware
+            && matches!(
+                join.join_type(),
+                JoinType::Inner
+                    | JoinType::Right
+                    | JoinType::RightSemi
+                    | JoinType::RightAnti
+                    | JoinType::RightMark
+            )
+            && crate::exec::broadcast::is_memory(join.left())
+    })
+}
+
+/// The input a per-partition operator's partition `i` reads: its only child, or a
+/// broadcast join's probe side. `None` for a leaf or any other operator.
+fn probe_input(plan: &Arc<dyn ExecutionPlan>) -> Option<(usize, &Arc<dyn ExecutionPlan>)> {
+    match plan.children().as_slice() {
+        [only] => Some((0, only)),
+        [_, probe] if is_broadcast_join(plan) => Some((1, probe)),
+        _ => None,
     }
 }
 
 /// A fragment: a chain of per-partition operators ending in one scan.
 pub fn is_fragment(plan: &Arc<dyn ExecutionPlan>) -> bool {
-    let mut node = Arc::clone(plan);
+    let mut node = plan;
     loop {
-        if !is_per_partition(&node) {
+        if !is_per_partition(node) {
             return false;
         }
-        let children = node.children();
-        match children.as_slice() {
-            [] => return node.name() == "BucketScanExec",
-            [only] => {
-                let next = Arc::clone(only);
-                node = next;
-            }
-            _ => return false,
+        match probe_input(node) {
+            Some((_, next)) => node = next,
+            None => return node.children().is_empty() && node.name() == "BucketScanExec",
         }
     }
 }
@@ -73,11 +100,12 @@ pub(crate) fn scan_of(fragment: &Arc<dyn ExecutionPlan>) -> Option<&BucketScanEx
         if let Some(scan) = node.downcast_ref::<BucketScanExec>() {
             return Some(scan);
         }
-        node = node.children().into_iter().next()?;
+        node = probe_input(node)?.1;
     }
 }
 
-/// Replaces the scan at the bottom of `fragment` by `scan`, rebuilding the chain above it.
+/// Replaces the scan at the bottom of `fragment` by `scan`, rebuilding the chain above it
+/// (a broadcast join keeps its build side, and the hash table built from it).
 pub(crate) fn with_scan(
     fragment: &Arc<dyn ExecutionPlan>,
     scan: Arc<dyn ExecutionPlan>,
@@ -85,13 +113,11 @@ pub(crate) fn with_scan(
     if fragment.downcast_ref::<BucketScanExec>().is_some() {
         return Ok(scan);
     }
-    let child = fragment
-        .children()
-        .into_iter()
-        .next()
+    let (index, child) = probe_input(fragment)
         .ok_or_else(|| DataFusionError::Internal("fragment without a scan".into()))?;
-    let child = with_scan(child, scan)?;
-    replace_children_if_necessary(Arc::clone(fragment), vec![child])
+    let mut children: Vec<_> = fragment.children().into_iter().cloned().collect();
+    children[index] = with_scan(child, scan)?;
+    replace_children_if_necessary(Arc::clone(fragment), children)
 }
 
 /// The fragments of `plan`, outermost first.

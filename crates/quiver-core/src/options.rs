@@ -9,6 +9,10 @@ use crate::cache::BLOCK_CACHE_BYTES;
 use crate::fetch::{FetchOptions, COALESCE_GAP, MAX_COALESCED_BYTES, MAX_CONCURRENT_REQUESTS};
 use crate::source::{HedgePolicy, S3Options, HEDGE_MIN_MS, HEDGE_MULTIPLE};
 
+/// 16 MiB: TPC-H SF 1's build sides that meet a scan fit (Q5's customers and orders of
+/// one year take 3.6 MB), and every worker holds its own copy.
+pub const BROADCAST_BYTES: u64 = 16 * 1024 * 1024;
+
 extensions_options! {
     /// Settings under the `quiver.` prefix.
     pub struct QuiverOptions {
@@ -28,6 +32,10 @@ extensions_options! {
         pub min_bucket_bytes: u64, default = MIN_BUCKET_BYTES
         /// Runs larger than this are split whatever the thread count.
         pub max_bucket_bytes: u64, default = MAX_BUCKET_BYTES
+        /// A hash join's build side up to this size (in memory) travels inside the fragment
+        /// that reads its probe side, so the join runs where that side is read (Lambda
+        /// workers, the browser's compute threads); 0 keeps joins on the coordinator.
+        pub broadcast_bytes: u64, default = BROADCAST_BYTES
         /// Size of the in-memory block cache of fetched bytes (0 turns it off).
         pub block_cache_bytes: u64, default = BLOCK_CACHE_BYTES
         /// An S3-compatible endpoint, e.g. `http://127.0.0.1:9000` (else `AWS_ENDPOINT_URL`).

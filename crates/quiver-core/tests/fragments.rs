@@ -6,8 +6,11 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::physical_plan::displayable;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
+use quiver_core::exec::broadcast::broadcast_joins;
+use quiver_core::exec::RayonRunner;
 use quiver_core::fragment::{decode, encode, fragments};
 use quiver_core::{ExecutorKind, QuiverSession, SessionOptions};
 
@@ -92,4 +95,101 @@ async fn fragments_give_the_answer_of_the_whole_plan() {
     }
     assert_eq!(answers[0], answers[1]);
     assert!(answers[0].contains("key0"), "{}", answers[0]);
+}
+
+/// 5 of `t`'s 7 keys, each with a label.
+fn write_labels(dir: &std::path::Path) -> String {
+    let path = dir.join("labels.parquet");
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("key", DataType::Utf8, false),
+        Field::new("label", DataType::Utf8, false),
+    ]));
+    let file = std::fs::File::create(&path).unwrap();
+    let mut writer = ArrowWriter::try_new(file, schema.clone(), None).unwrap();
+    let keys: Vec<String> = (0..5).map(|i| format!("key{i}")).collect();
+    let labels: Vec<String> = (0..5).map(|i| format!("label{}", i % 3)).collect();
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from(keys)),
+            Arc::new(StringArray::from(labels)),
+        ],
+    )
+    .unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+/// Every join type gives the whole plan's answer when fragments run it, whether its build
+/// side travels or stays on the coordinator (`quiver.broadcast_bytes = 0`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joins_give_the_answer_of_the_whole_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, labels) = (write_file(dir.path()), write_labels(dir.path()));
+    let views = format!(
+        "{SETTINGS} CREATE VIEW t AS SELECT * FROM '{t}'; \
+         CREATE VIEW labels AS SELECT * FROM '{labels}';"
+    );
+    let queries = [
+        "SELECT label, sum(v), count(*) FROM t JOIN labels ON k = key WHERE v > 100 \
+         GROUP BY label ORDER BY label",
+        "SELECT label, count(v) FROM labels LEFT JOIN t ON k = key AND v < 10 \
+         GROUP BY label ORDER BY label",
+        "SELECT k, count(label) FROM t LEFT JOIN labels ON k = key GROUP BY k ORDER BY k",
+        "SELECT k, count(*) FROM t WHERE k IN (SELECT key FROM labels WHERE label <> 'label1') \
+         GROUP BY k ORDER BY k",
+        "SELECT k, count(*) FROM t WHERE NOT EXISTS (SELECT 1 FROM labels WHERE key = k) \
+         GROUP BY k ORDER BY k",
+        "SELECT count(*) FROM t a JOIN labels ON a.k = key JOIN t b ON b.v = a.v + 1",
+    ];
+    for sql in queries {
+        let whole = session(ExecutorKind::DataFusion);
+        whole.run(&views).await.unwrap();
+        let expected = pretty_format_batches(&whole.run(sql).await.unwrap().batches)
+            .unwrap()
+            .to_string();
+        for limit in ["16777216", "0"] {
+            let fragmented = session(ExecutorKind::Fragments);
+            fragmented.run(&views).await.unwrap();
+            fragmented
+                .run(&format!("SET quiver.broadcast_bytes = {limit}"))
+                .await
+                .unwrap();
+            let output = fragmented.run(sql).await.unwrap();
+            let answer = pretty_format_batches(&output.batches).unwrap().to_string();
+            assert_eq!(answer, expected, "{sql} with broadcast_bytes {limit}");
+        }
+    }
+}
+
+/// A small build side travels with the probe side's fragment, so the join and the partial
+/// aggregate above it run where the probe side is read; at 0 bytes the join stays here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_build_side_travels_with_the_probe_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, labels) = (write_file(dir.path()), write_labels(dir.path()));
+    let sql = format!(
+        "{SETTINGS} SELECT label, sum(v) FROM '{t}' JOIN '{labels}' ON k = key GROUP BY label"
+    );
+    for (limit, joined_on_workers) in [("16777216", true), ("0", false)] {
+        let quiver = session(ExecutorKind::Fragments);
+        quiver
+            .run(&format!("SET quiver.broadcast_bytes = {limit}"))
+            .await
+            .unwrap();
+        let plan = quiver.physical_plan(&sql).await.unwrap();
+        let context = quiver.context().task_ctx();
+        let runner = RayonRunner(quiver.pool());
+        let plan = broadcast_joins(plan, &context, &runner).await.unwrap();
+        let found = fragments(&plan);
+        assert_eq!(found.len(), 1, "only t's scan is left to read");
+        let shown = displayable(found[0].as_ref()).indent(false).to_string();
+        assert_eq!(shown.contains("HashJoinExec"), joined_on_workers, "{shown}");
+        if joined_on_workers {
+            assert_eq!(found[0].name(), "AggregateExec", "{shown}");
+            let bytes = encode(&found[0]).unwrap();
+            decode(&bytes, &context).expect("the build side travels in the fragment");
+        }
+    }
 }

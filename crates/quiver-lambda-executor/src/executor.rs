@@ -28,9 +28,9 @@ use crate::hedge::{Call, HedgePolicy, Wave};
 use crate::invoke::Invoker;
 use crate::options::LambdaOptions;
 use crate::protocol::{
-    decode_partitions, from_base64, to_base64, Output, WorkerMetrics, WorkerRequest, WorkerResponse,
+    decode_partitions, from_base64, Output, WorkerMetrics, WorkerRequest, WorkerResponse,
 };
-use crate::results::take;
+use crate::results::{discard_fragment, fragment_bytes, ship_fragment, take};
 
 pub struct LambdaRunner {
     invoker: Invoker,
@@ -183,7 +183,9 @@ impl LambdaRunner {
 
     /// The requests for one fragment: one per worker, or one per sub-coordinator (with
     /// its workers' shares) above the tree threshold.
-    fn requests(
+    /// A fragment too big for a request is written under the result prefix first
+    /// (`fragment_key`); delete it with `discard_fragment` once the requests are answered.
+    async fn requests(
         &self,
         fragment: &Fragment,
         context: &TaskContext,
@@ -194,10 +196,22 @@ impl LambdaRunner {
         let buckets = fragment.buckets();
         let bytes: u64 = buckets.iter().map(|b| b.bytes).sum();
         let shares = assign_to_workers(&buckets, options.worker_count(bytes, buckets.len()));
+        let query_id = format!("q-{}", quiver_core::source::unique_id());
+        let runtime = QuiverRuntime::of(context.session_config())?;
+        let (fragment_text, fragment_key) = ship_fragment(
+            &runtime,
+            &QuiverOptions::of(config).s3(),
+            &fragment.template()?,
+            request_room(&options),
+            options.result_prefix.as_deref(),
+            &query_id,
+        )
+        .await?;
         let base = WorkerRequest {
-            query_id: format!("q-{}", quiver_core::source::unique_id()),
+            query_id,
             worker: 0,
-            fragment: to_base64(&fragment.template()?),
+            fragment: fragment_text,
+            fragment_key,
             files: vec![],
             buckets: vec![],
             settings: quiver_settings(config),
@@ -285,7 +299,10 @@ impl LambdaRunner {
         let partitions = self
             .run_all(&self.worker_function, requests, &options, context)
             .await?;
-        let template = quiver_core::fragment::decode(&from_base64(&request.fragment)?, context)?;
+        let runtime = QuiverRuntime::of(context.session_config())?;
+        let s3 = QuiverOptions::of(context.session_config().options()).s3();
+        let bytes = fragment_bytes(&runtime, &s3, request).await?;
+        let template = quiver_core::fragment::decode(&bytes, context)?;
         let merged = merge_partial_states(&template, partitions, context).await?;
         Ok(SubResult::Partitions(merged, template.schema()))
     }
@@ -301,6 +318,17 @@ pub enum SubResult {
 
 #[async_trait::async_trait]
 impl FragmentRunner for LambdaRunner {
+    /// A build side travels in every worker's request, which Lambda caps at 6 MB, unless
+    /// a result prefix lets the fragment travel through S3.
+    fn broadcast_limit(&self, config: &ConfigOptions) -> u64 {
+        let options = LambdaOptions::of(config);
+        let limit = QuiverOptions::of(config).broadcast_bytes;
+        match options.result_prefix {
+            Some(_) => limit,
+            None => limit.min(request_room(&options) as u64),
+        }
+    }
+
     fn estimate(
         &self,
         reads: &quiver_core::cost::PlannedReads,
@@ -327,9 +355,12 @@ impl FragmentRunner for LambdaRunner {
             return Ok(vec![]);
         }
         let options = LambdaOptions::of(context.session_config().options());
-        let (via, requests) = self.requests(fragment, context, None)?;
+        let (via, requests) = self.requests(fragment, context, None).await?;
         let function = via.unwrap_or(&self.worker_function);
-        self.run_all(function, requests, &options, context).await
+        let shipped = requests.first().and_then(|r| r.fragment_key.clone());
+        let outputs = self.run_all(function, requests, &options, context).await;
+        discard_shipped(shipped, context).await;
+        outputs
     }
 
     async fn write(
@@ -342,13 +373,31 @@ impl FragmentRunner for LambdaRunner {
             return Some(Ok(vec![]));
         }
         let options = LambdaOptions::of(context.session_config().options());
-        Some(match self.requests(fragment, context, Some(target)) {
+        Some(match self.requests(fragment, context, Some(target)).await {
             Ok((via, requests)) => {
                 let function = via.unwrap_or(&self.worker_function);
-                self.write_all(function, requests, &options, context).await
+                let shipped = requests.first().and_then(|r| r.fragment_key.clone());
+                let written = self.write_all(function, requests, &options, context).await;
+                discard_shipped(shipped, context).await;
+                written
             }
             Err(e) => Err(e),
         })
+    }
+}
+
+/// The bytes of a fragment a request carries inline: Lambda takes 6 MB per request, and
+/// base64 makes the fragment a third bigger.
+fn request_room(options: &LambdaOptions) -> usize {
+    options.inline_bytes * 3 / 4
+}
+
+/// Deletes the fragment `requests` wrote under the result prefix, if it did.
+async fn discard_shipped(key: Option<String>, context: &TaskContext) {
+    let Some(key) = key else { return };
+    if let Ok(runtime) = QuiverRuntime::of(context.session_config()) {
+        let s3 = QuiverOptions::of(context.session_config().options()).s3();
+        discard_fragment(&runtime, &s3, &key).await;
     }
 }
 

@@ -26,8 +26,13 @@ pub struct WorkerRequest {
     /// This worker's number within the query.
     pub worker: usize,
     /// The fragment as datafusion-proto bytes (base64) with an empty scan: the same for
-    /// every worker of a query.
+    /// every worker of a query. Empty when `fragment_key` is set.
     pub fragment: String,
+    /// Where the fragment's bytes are instead, under the result prefix: one whose join
+    /// build sides make it too big for a request (Lambda takes at most 6 MB) travels
+    /// through S3, written once by the coordinator and read by each worker.
+    #[serde(default)]
+    pub fragment_key: Option<String>,
     /// The files this worker reads (path, size, etag) ...
     pub files: Vec<ScanFile>,
     /// ... and its buckets of them (file index, row groups, bytes).
@@ -55,6 +60,9 @@ pub struct WorkerMetrics {
     pub sub_coordinators: u64,
     /// Rows the workers returned.
     pub rows: u64,
+    /// Bytes of Arrow IPC the workers returned (before base64).
+    #[serde(default)]
+    pub bytes: u64,
     /// Buckets the workers ran.
     pub buckets: u64,
     /// Worker invocations that answered.
@@ -75,6 +83,7 @@ impl WorkerMetrics {
     pub fn add(&mut self, other: &WorkerMetrics) {
         self.sub_coordinators += other.sub_coordinators;
         self.rows += other.rows;
+        self.bytes += other.bytes;
         self.buckets += other.buckets;
         self.hedged += other.hedged;
         self.invocations += other.invocations;
@@ -111,7 +120,7 @@ pub fn encode_partitions(
         let mut stream = Vec::new();
         let mut writer = StreamWriter::try_new(&mut stream, schema)?;
         for batch in batches {
-            writer.write(batch)?;
+            writer.write(&quiver_core::format::compact_views(batch)?)?;
         }
         writer.finish()?;
         drop(writer);

@@ -18,14 +18,16 @@ use super::FragmentRunner;
 use crate::fragment::{decode, encode, is_fragment, Fragment};
 use crate::scan::BucketScanExec;
 
-/// Runs `plan` the way the browser and Lambda do: every fragment travels as bytes to
-/// `runner`, and the rest of the plan merges their outputs here. Fragments run
-/// concurrently (the two sides of a join fan out at once).
+/// Runs `plan` the way the browser and Lambda do: joins' build sides that fit are
+/// computed first and travel with their probe sides (`broadcast`), every fragment travels
+/// as bytes to `runner`, and the rest of the plan merges their outputs here. Fragments
+/// run concurrently (the two sides of a join left here fan out at once).
 pub async fn execute_with_fragments(
     plan: Arc<dyn ExecutionPlan>,
     context: Arc<TaskContext>,
     runner: &dyn FragmentRunner,
 ) -> Result<Vec<RecordBatch>> {
+    let plan = super::broadcast::broadcast_joins(plan, &context, runner).await?;
     let mut found = Vec::new();
     travelling_fragments(&plan, &context, &mut found)?;
     let outputs = try_join_all(found.iter().map(|f| runner.run(f, &context))).await?;

@@ -4,8 +4,10 @@
 //! Lambda workers (`quiver-lambda-executor`).
 //!
 //! compute (the pool fragments compute on) → local (a fragment's partitions on that pool) →
-//! coordinator (fragments out to a runner, outputs merged)
+//! coordinator (fragments out to a runner, outputs merged), which first moves joins'
+//! build sides into their probe sides' fragments (broadcast)
 
+pub mod broadcast;
 pub mod cancel;
 pub mod compute;
 pub mod coordinator;
@@ -55,6 +57,12 @@ pub trait FragmentRunner: Send + Sync {
         _context: &Arc<TaskContext>,
     ) -> Option<Result<Vec<WrittenFile>>> {
         None
+    }
+
+    /// The most bytes of build sides that may travel inside one fragment (see
+    /// `broadcast`); 0 keeps every join on the coordinator.
+    fn broadcast_limit(&self, config: &datafusion::common::config::ConfigOptions) -> u64 {
+        crate::options::QuiverOptions::of(config).broadcast_bytes
     }
 
     /// What running a scan that reads `reads` would spend on workers, under `config`'s

@@ -731,6 +731,8 @@ impl QuiverSession {
             top = child;
         }
         let context = self.context.task_ctx();
+        // A join whose build side travels is written by the workers that probe it.
+        let top = crate::exec::broadcast::broadcast_joins(top, &context, runner).await?;
         let mut found = Vec::new();
         travelling_fragments(&top, &context, &mut found)?;
         match found.as_slice() {

@@ -1,0 +1,123 @@
+"""Scenario `lambda_joins`: what the Lambda workers send back to the coordinator for each of
+the 22 TPC-H queries, with every join on the coordinator (`quiver.broadcast_bytes = 0`, how
+Quiver ran before 2026-11-25) and with joins on the workers (the default: a build side that
+fits travels inside the probe side's fragment, see crates/quiver-core/src/exec/broadcast.rs).
+
+The real coordinator and worker functions run under cargo-lambda's emulator, built with the
+dev profile (optimised, as the tests build them; `--release` is scenario `lambda`'s hour-long
+cold build) and read TPC-H (one file per table) from MinIO directly. Every query is a direct
+invoke of the coordinator with `lambda.workers = 4`; its answer is checked against DuckDB's
+over the local files before anything counts. Rows and bytes out are the workers' own counts
+(Arrow IPC, before base64), summed over every scan of the query; the time is the whole
+invoke, one run after a warm-up query, on this machine's 2 cores shared by every function
+instance, so it shows how work moved, not Lambda's speed.
+"""
+import importlib
+import os
+
+from tpch.tables import QUERIES, TABLES, query_sql
+
+from benches import data, measure, objectstore, report
+from benches.engines import EngineError
+
+# `lambda` is a Python keyword: its module is imported by name.
+lambda_workers = importlib.import_module("benches.scenarios.lambda")
+
+NAME = "lambda_joins"
+TITLE = "Joins on the Lambda workers: what the workers send back"
+PLACES = {"coordinator": {"quiver.broadcast_bytes": "0"}, "workers": {}}
+SETTINGS = {"lambda.workers": "4", "lambda.retries": "0"}
+
+
+def run(bench):
+    options = bench.options
+    sf = bench.mode.sf
+    timeout = float(getattr(options, "timeout", 900))
+    folder = os.path.join(data.tpch(sf), "single")
+    duckdb = next(e for e in bench.engines if e.name == "duckdb")
+    local_views = [s for t in TABLES for s in duckdb.view(t, os.path.join(folder, f"{t}.parquet"))]
+    rows = []
+    minio, emulator, failure = objectstore.MinIO(getattr(options, "minio_port", 9300)), None, None
+    try:
+        minio.start()
+        files = {f"tpch-sf{sf}/single/{t}.parquet": os.path.join(folder, f"{t}.parquet")
+                 for t in TABLES}
+        objectstore.upload(minio.client(), objectstore.BUCKET, files)
+        endpoint = minio.endpoint_for(minio.endpoint, objectstore.BUCKET)
+        views = "".join(f"CREATE OR REPLACE VIEW {t} AS SELECT * FROM read_parquet("
+                        f"'{endpoint.s3_url(f'tpch-sf{sf}/single/{t}.parquet')}');\n"
+                        for t in TABLES)
+        emulator = lambda_workers.Emulator(
+            lambda_workers.function_env(minio, minio.endpoint, timeout), timeout,
+            os.path.join(data.ROOT, "lambda-joins-emulator.log"), release=False)
+        emulator.start()
+        emulator.wait_ready()
+        counter = _NoCounter()
+        emulator.query(views + "SELECT count(*) FROM nation", SETTINGS, counter)  # warm-up
+        for n in QUERIES:
+            sql = query_sql(n)
+            expected = duckdb.run(local_views, sql).rows
+            row = [f"q{n:02d}"]
+            outcomes = {}
+            for place, extra in PLACES.items():
+                try:
+                    result = emulator.query(views + sql, {**SETTINGS, **extra}, counter)
+                    problem = measure.check(expected, result.rows)
+                except EngineError as e:
+                    result, problem = None, str(e)
+                outcomes[place] = (result, problem)
+            row += _cells(outcomes)
+            rows.append(row)
+            print(f"  {NAME} q{n:02d}: " + " | ".join(str(c) for c in row[1:]), flush=True)
+    except objectstore.ServerError as e:
+        failure = str(e)
+        print(f"  {NAME}: not run (further): {failure}", flush=True)
+    finally:
+        if emulator is not None:
+            emulator.stop()
+        minio.stop()
+    if not rows:
+        return report.Section(NAME, TITLE, f"Not run: {failure}\n", [], [f"not run: {failure}"])
+    header = ["query", "rows out (coordinator joins)", "rows out (worker joins)",
+              "MB out (coordinator joins)", "MB out (worker joins)", "bytes ratio",
+              "seconds (coordinator joins)", "seconds (worker joins)", "check"]
+    fell = [r for r in rows if isinstance(r[-4], str) and r[-4].endswith("x")
+            and float(r[-4][:-1]) < 0.5]
+    body = (__doc__.split("\n\n", 1)[1] + f"\nTPC-H SF {sf}, {len(rows)} queries.\n\n"
+            + report.table(header, rows)
+            + (f"\nFailed: {failure}\n" if failure else ""))
+    summary = [f"{len(fell)} of {len(rows)} TPC-H queries return less than half the bytes "
+               f"with joins on the workers"]
+    return report.Section(NAME, TITLE, body, [], summary)
+
+
+class _NoCounter:
+    """The emulator's query() reads a request counter; this scenario reads MinIO directly."""
+
+    def reset(self):
+        pass
+
+    def read(self):
+        return {}
+
+
+def _cells(outcomes):
+    """Rows out, MB out (each place), the bytes ratio, seconds (each place), the check."""
+    def workers(place, key):
+        result, problem = outcomes[place]
+        if result is None or problem:
+            return None
+        return (result.stats.get("workers") or {}).get(key)
+
+    rows = [workers(p, "rows") for p in PLACES]
+    out = [workers(p, "bytes") for p in PLACES]
+    seconds = [outcomes[p][0].seconds if outcomes[p][0] is not None else None for p in PLACES]
+    ratio = f"{out[1] / out[0]:.3f}x" if out[0] and out[1] is not None else "-"
+    problems = [f"{p}: {outcomes[p][1][:120]}" for p in PLACES if outcomes[p][1]]
+    return ([_or_dash(r) for r in rows] + [_or_dash(b, lambda v: f"{v / 1e6:.3f}") for b in out]
+            + [ratio] + [report.seconds(s) for s in seconds]
+            + ["; ".join(problems) or "equal to DuckDB"])
+
+
+def _or_dash(value, fmt=str):
+    return "-" if value is None else fmt(value)

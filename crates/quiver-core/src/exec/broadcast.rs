@@ -1,0 +1,199 @@
+//! Joins on the workers: a hash join whose probe side reads a scan gets its build side
+//! computed first and held in memory, and that memory travels inside the probe side's
+//! fragment. The join (and the partial aggregate above it, if any) then runs where the
+//! probe side is read, and only joined rows, or partial states, come back.
+//!
+//! Only joins that emit nothing for unmatched build rows qualify (inner, right, right
+//! semi, right anti, right mark): each bucket probes on its own, and no one would know
+//! which build rows no bucket matched. A build side larger than the runner's limit stays
+//! on the coordinator, computed once all the same.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::common::JoinType;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::error::Result;
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::{Distribution, PartitioningSatisfaction};
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::distribution_requirements::ChildSatisfactionOptions;
+use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::{replace_children_if_necessary, ExecutionPlan};
+use futures::future::BoxFuture;
+
+use super::{execute_with_fragments, FragmentRunner};
+use crate::fragment::{decode, encode, is_fragment};
+
+/// `plan` with the build side of every join that can run on the workers computed and
+/// moved into its probe side's fragment (see the module's comment).
+pub fn broadcast_joins<'a>(
+    plan: Arc<dyn ExecutionPlan>,
+    context: &'a Arc<TaskContext>,
+    runner: &'a dyn FragmentRunner,
+) -> BoxFuture<'a, Result<Arc<dyn ExecutionPlan>>> {
+    Box::pin(async move {
+        let mut children = Vec::new();
+        for (i, child) in plan.children().into_iter().enumerate() {
+            let rewritten = broadcast_joins(Arc::clone(child), context, runner).await?;
+            children.push(if Arc::ptr_eq(child, &rewritten) {
+                rewritten
+            } else {
+                distributed_as_required(&plan, i, rewritten, context)?
+            });
+        }
+        let plan = replace_children_if_necessary(plan, children)?;
+        Ok(broadcast(&plan, context, runner).await?.unwrap_or(plan))
+    })
+}
+
+/// The join with its build side computed: inside the probe side's fragment when it fits,
+/// else in memory where it was. `None` when the join does not qualify.
+async fn broadcast(
+    plan: &Arc<dyn ExecutionPlan>,
+    context: &Arc<TaskContext>,
+    runner: &dyn FragmentRunner,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(join) = plan.downcast_ref::<HashJoinExec>() else {
+        return Ok(None);
+    };
+    let probe_only = matches!(
+        join.join_type(),
+        JoinType::Inner
+            | JoinType::Right
+            | JoinType::RightSemi
+            | JoinType::RightAnti
+            | JoinType::RightMark
+    );
+    let (build, probe) = (below_exchange(join.left()), below_exchange(join.right()));
+    if !probe_only
+        || join.null_aware
+        || !matches!(
+            join.partition_mode(),
+            PartitionMode::Partitioned | PartitionMode::CollectLeft
+        )
+        || !is_fragment(probe)
+        || !travels(build, context)
+    {
+        return Ok(None);
+    }
+    let batches = execute_with_fragments(Arc::clone(build), Arc::clone(context), runner).await?;
+    // Compacted: the side travels as Arrow IPC, which would carry whole string buffers.
+    let batches = batches
+        .iter()
+        .map(crate::format::compact_views)
+        .collect::<Result<Vec<_>>>()?;
+    let held: Arc<dyn ExecutionPlan> =
+        MemorySourceConfig::try_new_exec(&[batches], build.schema(), None)?;
+    let limit = runner.broadcast_limit(context.session_config().options());
+    if memory_bytes(&held) + memory_bytes(probe) > limit {
+        // Too big to travel: the coordinator joins as planned, over the computed side,
+        // still behind an exchange (a merge of its one partition for a collected side), so
+        // that the join is not taken for one that travels.
+        let left = match join.partition_mode() {
+            PartitionMode::Partitioned => {
+                replace_children_if_necessary(Arc::clone(join.left()), vec![Arc::clone(&held)])?
+            }
+            _ => Arc::new(CoalescePartitionsExec::new(held)),
+        };
+        let children = vec![left, Arc::clone(join.right())];
+        return Ok(Some(replace_children_if_necessary(
+            Arc::clone(plan),
+            children,
+        )?));
+    }
+    Ok(Some(Arc::new(HashJoinExec::try_new(
+        held,
+        Arc::clone(probe),
+        join.on().to_vec(),
+        join.filter().cloned(),
+        join.join_type(),
+        join.projection.as_deref().map(<[usize]>::to_vec),
+        PartitionMode::CollectLeft,
+        join.null_equality(),
+        false,
+    )?)))
+}
+
+/// A join input without the exchange the planner put above it (a hash repartition for a
+/// partitioned join, a merge for a collected build side).
+fn below_exchange(plan: &Arc<dyn ExecutionPlan>) -> &Arc<dyn ExecutionPlan> {
+    let is_exchange = plan.downcast_ref::<RepartitionExec>().is_some()
+        || plan.downcast_ref::<CoalescePartitionsExec>().is_some();
+    match plan.children().as_slice() {
+        [only] if is_exchange => only,
+        _ => plan,
+    }
+}
+
+/// Whether `plan` is data held in memory.
+pub fn is_memory(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    plan.downcast_ref::<DataSourceExec>().is_some_and(|source| {
+        source
+            .data_source()
+            .downcast_ref::<MemorySourceConfig>()
+            .is_some()
+    })
+}
+
+/// Bytes of the data held in memory anywhere in `plan`: what travels with it.
+fn memory_bytes(plan: &Arc<dyn ExecutionPlan>) -> u64 {
+    let own = plan
+        .downcast_ref::<DataSourceExec>()
+        .and_then(|source| {
+            source
+                .data_source()
+                .downcast_ref::<MemorySourceConfig>()
+                .map(|memory| {
+                    memory
+                        .partitions()
+                        .iter()
+                        .flatten()
+                        .map(RecordBatch::get_array_memory_size)
+                        .sum::<usize>() as u64
+                })
+        })
+        .unwrap_or(0);
+    own + plan.children().into_iter().map(memory_bytes).sum::<u64>()
+}
+
+/// Whether `plan` runs on its own: an expression that needs a value from above it (a
+/// scalar subquery's) does not survive encoding.
+fn travels(plan: &Arc<dyn ExecutionPlan>, context: &TaskContext) -> bool {
+    encode(plan)
+        .and_then(|bytes| decode(&bytes, context))
+        .is_ok()
+}
+
+/// A rewritten `child` as `parent` requires its `i`th input to be partitioned: a join that
+/// became a broadcast one no longer hashes its output on the keys, so an operator above
+/// that counted on it gets the repartition the planner had left out.
+fn distributed_as_required(
+    parent: &Arc<dyn ExecutionPlan>,
+    i: usize,
+    child: Arc<dyn ExecutionPlan>,
+    context: &TaskContext,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let requirements = parent.input_distribution_requirements();
+    let satisfaction =
+        requirements.child_satisfaction(i, child.as_ref(), ChildSatisfactionOptions::new())?;
+    let Some(required) = requirements.child_distribution(i) else {
+        return Ok(child);
+    };
+    if satisfaction == PartitioningSatisfaction::Exact {
+        return Ok(child);
+    }
+    Ok(match required {
+        Distribution::SinglePartition => Arc::new(CoalescePartitionsExec::new(child)),
+        Distribution::UnspecifiedDistribution => child,
+        keyed => {
+            let count = context.session_config().target_partitions();
+            Arc::new(RepartitionExec::try_new(
+                child,
+                keyed.clone().create_partitioning(count),
+            )?)
+        }
+    })
+}
