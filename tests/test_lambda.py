@@ -219,6 +219,24 @@ def test_each_worker_answers_one_partial_aggregate(emulator, s3, tpch_data):
     assert workers["rows"] <= len(expected) * WORKERS, workers
 
 
+def test_each_worker_answers_one_top_k(emulator, s3, tpch_data):
+    """A TopK runs per bucket on the workers; a worker merges its buckets' top rows into
+    its own top k before answering, so k rows per worker travel back, not k per bucket."""
+    import duckdb
+
+    sql = ("SELECT l_orderkey, l_linenumber, l_extendedprice FROM {} "
+           "ORDER BY l_extendedprice DESC, l_orderkey, l_linenumber LIMIT 7")
+    body = invoke_query(emulator, sql.format(repr(s3.url("tpch/many/lineitem/*.parquet"))),
+                        settings={**SETTINGS, "quiver.max_bucket_bytes": "1"}, fmt="json")
+    local = repr(os.path.join(tpch_data, "many", "lineitem", "*.parquet"))
+    expected = [[k, n, float(p)] for k, n, p in duckdb.sql(sql.format(local)).fetchall()]
+    assert [[r["l_orderkey"], r["l_linenumber"], float(r["l_extendedprice"])]
+            for r in body["result"]] == expected
+    workers = body["metrics"]["workers"]
+    assert workers["buckets"] >= 4 * WORKERS, workers
+    assert workers["rows"] <= 7 * WORKERS, workers
+
+
 @pytest.mark.parametrize("fault", ["error", "panic", "crash"])
 def test_a_worker_that_fails_once_is_retried(emulator, s3, oracle, fault):
     with open(emulator.fault_file, "w") as f:

@@ -44,7 +44,8 @@ fn is_per_partition(plan: &Arc<dyn ExecutionPlan>) -> bool {
         "AggregateExec" => plan
             .downcast_ref::<AggregateExec>()
             .is_some_and(|a| *a.mode() == AggregateMode::Partial),
-        "SortExec" => plan
+        // DataFusion 55 names a sort with a fetch "SortExec(TopK)".
+        "SortExec" | "SortExec(TopK)" => plan
             .downcast_ref::<SortExec>()
             .is_some_and(|s| s.preserve_partitioning()),
         "HashJoinExec" => is_broadcast_join(plan),

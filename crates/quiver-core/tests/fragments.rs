@@ -193,3 +193,20 @@ async fn a_small_build_side_travels_with_the_probe_side() {
         }
     }
 }
+
+/// A TopK (a sort with a fetch, per partition) travels with its scan: a worker keeps k rows
+/// per bucket, not every row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_top_k_travels_with_its_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_file(dir.path());
+    let quiver = session(ExecutorKind::Fragments);
+    let sql = format!("{SETTINGS} SELECT k, v FROM '{path}' ORDER BY v DESC LIMIT 3");
+    let plan = quiver.physical_plan(&sql).await.unwrap();
+    let found = fragments(&plan);
+    let shown = displayable(plan.as_ref()).indent(false).to_string();
+    assert_eq!(found.len(), 1, "{shown}");
+    assert_eq!(found[0].name(), "SortExec(TopK)", "{shown}");
+    let bytes = encode(&found[0]).unwrap();
+    decode(&bytes, &quiver.context().task_ctx()).unwrap();
+}

@@ -14,6 +14,8 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::sorts::sort::SortExec;
+use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use futures::future::join_all;
 use quiver_core::bucket::{assign_to_workers, Bucket};
@@ -401,23 +403,33 @@ async fn discard_shipped(key: Option<String>, context: &TaskContext) {
     }
 }
 
-/// Partial aggregate states from many partitions (a worker's buckets, a sub-coordinator's
-/// workers), reduced to one partition of partial states (DataFusion's `PartialReduce`);
-/// other fragments' outputs pass unchanged.
+/// Partial results from many partitions (a worker's buckets, a sub-coordinator's workers),
+/// made one: partial aggregate states reduced (DataFusion's `PartialReduce`), sorted runs
+/// merged (a TopK's kept to its k rows); other fragments' outputs pass unchanged.
 pub async fn merge_partial_states(
     template: &Arc<dyn ExecutionPlan>,
     partitions: Vec<Vec<RecordBatch>>,
     context: &Arc<TaskContext>,
 ) -> Result<Vec<Vec<RecordBatch>>> {
+    if partitions.len() <= 1 {
+        return Ok(partitions);
+    }
+    if let Some(sort) = template
+        .downcast_ref::<SortExec>()
+        .filter(|s| s.preserve_partitioning())
+    {
+        // Each partition is sorted: a merge keeps the order and, with a fetch, the top k.
+        let input = MemorySourceConfig::try_new_exec(&partitions, sort.schema(), None)?;
+        let merge =
+            SortPreservingMergeExec::new(sort.expr().clone(), input).with_fetch(sort.fetch());
+        return Ok(vec![collect(Arc::new(merge), Arc::clone(context)).await?]);
+    }
     let Some(partial) = template
         .downcast_ref::<AggregateExec>()
         .filter(|a| *a.mode() == AggregateMode::Partial)
     else {
         return Ok(partitions);
     };
-    if partitions.len() <= 1 {
-        return Ok(partitions);
-    }
     let input = CoalescePartitionsExec::new(MemorySourceConfig::try_new_exec(
         &partitions,
         partial.schema(),
