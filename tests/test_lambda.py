@@ -309,6 +309,24 @@ def test_fifty_queries_at_once_each_get_their_own_answer(emulator, s3):
     assert wrong == [], wrong[:3]
 
 
+def test_a_worker_past_its_deadline_is_invoked_again(emulator, s3, oracle):
+    """The only worker of a query sleeps 30 s on its first attempt. With no peers there is no
+    median to call it a straggler by; its deadline (lambda.attempt_timeout_secs = 3) abandons
+    the attempt and invokes it again, and the query answers long before the sleeper wakes."""
+    sleep = 30
+    with open(emulator.fault_file, "w") as f:
+        f.write(f"sleep={sleep} worker=0")
+    started = time.time()
+    body = invoke_query(emulator, _prelude(s3) + query_sql(6),
+                        settings={"lambda.workers": "1", "lambda.attempt_timeout_secs": "3"})
+    took = time.time() - started
+    assert not os.path.exists(emulator.fault_file), "no worker took the fault"
+    check_csv(oracle, 6, body["result"], "after a worker's deadline")
+    assert 3 < took < sleep, f"{took:.1f} s"
+    assert "(no answer within 3.0 s); attempt 2 of 3" in emulator.log_text(), \
+        emulator.log_text()[-3000:]
+
+
 def test_an_answer_over_6_mb_is_handed_over_through_s3(emulator, s3):
     """A 7.3 MB CSV answer, more than a Lambda response holds: written under the result
     prefix, and a direct invoke answers with a presigned URL to it; the function URL answers

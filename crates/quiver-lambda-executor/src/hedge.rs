@@ -114,6 +114,8 @@ pub struct Call {
     query_id: String,
     /// The request's buckets, for the error after the last attempt.
     buckets: String,
+    /// An attempt not answered by then is abandoned and retried (`lambda.attempt_timeout_secs`).
+    deadline: Option<Duration>,
     /// Set by the first attempt to answer; later ones delete what they produced.
     answered: Arc<AtomicBool>,
     leftovers: Leftovers,
@@ -136,6 +138,9 @@ impl Call {
             worker: request.worker,
             query_id: request.query_id.clone(),
             buckets,
+            deadline: Some(LambdaOptions::of(context.session_config().options()))
+                .filter(|o| o.attempt_timeout_secs > 0.0)
+                .map(|o| Duration::from_secs_f64(o.attempt_timeout_secs)),
             answered: Arc::default(),
             leftovers: Leftovers::of(context)?,
         })
@@ -197,16 +202,22 @@ impl Call {
                 );
                 tokio::time::sleep(backoff(attempt)).await;
             }
-            match self
-                .invoker
-                .invoke(&self.function, self.payload.to_vec())
-                .await
-            {
+            let invoked = self.invoker.invoke(&self.function, self.payload.to_vec());
+            let outcome = match self.deadline {
+                // Abandoned, not awaited: Lambda cannot cancel it, and what it may still
+                // spill is left to the result prefix's expiry.
+                Some(deadline) => match tokio::time::timeout(deadline, invoked).await {
+                    Ok(answered) => answered.map_err(|e| e.to_string()),
+                    Err(_) => Err(format!("no answer within {:.1} s", deadline.as_secs_f64())),
+                },
+                None => invoked.await.map_err(|e| e.to_string()),
+            };
+            match outcome {
                 Ok(body) => match serde_json::from_slice::<WorkerResponse>(&body) {
                     Ok(response) => return Ok(self.claim(response).await),
                     Err(e) => last_error = format!("malformed response: {e}"),
                 },
-                Err(e) => last_error = e.to_string(),
+                Err(e) => last_error = e,
             }
         }
         Err(DataFusionError::Execution(format!(

@@ -21,6 +21,10 @@ extensions_options! {
         pub tree_threshold: usize, default = 64
         /// Attempts after the first for a failed worker.
         pub retries: usize, default = 2
+        /// An attempt with no answer after this many seconds is abandoned and the worker
+        /// invoked again (a retry); 0 waits as long as the invoke timeout
+        /// (`QUIVER_INVOKE_TIMEOUT_SECS`, 910 s).
+        pub attempt_timeout_secs: f64, default = 0.0
         /// A worker still running after this multiple of its wave's median answer time
         /// gets a duplicate invocation; 0 turns duplicates off.
         pub hedge_multiple: f64, default = 3.0
@@ -56,6 +60,7 @@ impl LambdaOptions {
             ("QUIVER_MAX_WORKERS", "max_workers"),
             ("QUIVER_TREE_THRESHOLD", "tree_threshold"),
             ("QUIVER_WORKER_RETRIES", "retries"),
+            ("QUIVER_ATTEMPT_TIMEOUT_SECS", "attempt_timeout_secs"),
             ("QUIVER_HEDGE_MULTIPLE", "hedge_multiple"),
             ("QUIVER_HEDGE_MIN_MS", "hedge_min_ms"),
             ("QUIVER_INLINE_BYTES", "inline_bytes"),
