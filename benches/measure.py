@@ -28,6 +28,7 @@ class Outcome:
     hot: float = None
     note: str = ""
     stats: dict = field(default_factory=dict)
+    hot_stats: dict = field(default_factory=dict)  # the best hot run's (Quiver: --profile)
 
     @property
     def ok(self):
@@ -73,11 +74,13 @@ def _measure(engine, setup, query, expected, reps, evict, threads):
         if problem is not None:
             return Outcome("wrong", note=problem), first.rows
     try:
-        hot = min(engine.run(setup, query, threads).seconds for _ in range(reps))
+        best = min((engine.run(setup, query, threads) for _ in range(reps)),
+                   key=lambda r: r.seconds)
     except EngineError as e:
         return Outcome("error", note=f"on a hot run: {e}"), first.rows
     cold = first.seconds if evict is not None else None
-    return Outcome("ok", cold=cold, hot=hot, stats=first.stats), first.rows
+    return Outcome("ok", cold=cold, hot=best.seconds, stats=first.stats,
+                   hot_stats=best.stats), first.rows
 
 
 def check(expected, actual):

@@ -38,6 +38,7 @@ def run(bench):
             + report.ratio_table(results, base, peers, KINDS)
             + f"\n### {base.label} / peer per query (below 1x: {base.label} is faster)\n\n"
             + report.per_query_ratio_table(results, base, peers, KINDS)
+            + statement_section(results, base, peers)
             + memory_section(bench, setup)
             + "\n### Notes\n\n" + report.notes(results, engines))
 
@@ -47,6 +48,38 @@ def run(bench):
     summary = report.ratio_lines(results, base, peers, KINDS)
     return report.Section(NAME, f"TPC-H SF {bench.mode.sf}: 22 queries, cold and hot", body,
                           [chart], summary)
+
+
+def statement_section(results, base, peers):
+    """Quiver's hot run split: the statement (its --profile `time plan` + `time execute`)
+    and the rest of the process (start, the 8 views and their footers, the answer written
+    as Arrow to a pipe), which the in-process peers do not pay in the same way."""
+    if base.name != "quiver":
+        return ""
+    datafusion = next((p for p in peers if p.name == "datafusion"), None)
+    rows = []
+    for q, outcomes in results.items():
+        o = outcomes[base.name]
+        stats = o.hot_stats if o.ok else {}
+        try:
+            statement = sum(float(stats[k].removesuffix(" ms")) for k in
+                            ("time plan", "time execute")) / 1e3
+        except (KeyError, ValueError):
+            continue
+        peer = outcomes[datafusion.name].time("hot") if datafusion else None
+        rows.append([q, report.seconds(o.hot), report.seconds(statement),
+                     f"{(o.hot - statement) * 1e3:.0f}",
+                     f"{statement / peer:.2f}x" if peer else "-"])
+    if not rows:
+        return ""
+    return ("\n### Quiver's hot run: the statement and the rest of the process\n\n"
+            "The whole process (as timed above), its last statement's own time (`time plan` + "
+            "`time execute` from `--profile`), and the rest in ms: process start, the 8 views "
+            "(each reads its file's footer), the answer written as Arrow IPC to the harness. "
+            "The peers run in the harness's process; their times include their session and "
+            "views, not a process start.\n\n"
+            + report.table(["query", "process s", "statement s", "rest ms",
+                            "statement / DataFusion"], rows))
 
 
 def memory_section(bench, setup):
