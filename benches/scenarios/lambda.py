@@ -1,7 +1,10 @@
-"""Scenario `lambda`: scan time against the number of Lambda workers (1, 2, 4, 8).
+"""Scenario `lambda`: scan time against the number of Lambda workers (1, 2, 4, 8, 16), and one
+file against the same rows in 16 files.
 
 The real coordinator and worker functions (lambda/) run under cargo-lambda's emulator
-(`cargo lambda watch --release`, up to 8 instances of each function) and read TPC-H lineitem
+(`cargo lambda watch`, up to 16 instances of each function, built with the dev profile, which
+is optimised: the scan here is bound by the capped connections, and a release build of the two
+functions is another half hour cold on 2 cores) and read TPC-H lineitem
 from MinIO through the counting proxy (tests/servers/s3_proxy.py), which adds LATENCY_MS
 before each request and caps each connection at BANDWIDTH_MB_S. A query is a direct invoke
 of the coordinator with `lambda.workers = N`; the coordinator plans it, deals the lineitem
@@ -69,14 +72,17 @@ from benches.engines import EngineError, Quiver, Result, rows_of
 
 NAME = "lambda"
 TITLE = "Scan time against Lambda workers (emulated)"
-WORKERS = (1, 2, 4, 8)
+WORKERS = (1, 2, 4, 8, 16)
+# The same rows in 16 files (benches/data.py split16, row groups of the same size), read at
+# these worker counts: one big file must not be slower to fan out than many small ones.
+SPLIT_WORKERS = (16,)
 LATENCY_MS = 20      # before each request, as in scenario s3
 BANDWIDTH_MB_S = 8   # per connection: low, so that the scan is I/O-bound on 2 shared cores
 # lineitem gets at least this many row groups (buckets): 4 per worker at 8 workers. TPC-H SF 1
 # and up have more in single/lineitem.parquet (100,000 rows each); SF 0.1 has 7, so a copy
 # with smaller row groups is made for this scenario.
 MIN_ROW_GROUPS = 32
-CONCURRENCY = 8      # emulator instances per function (cargo lambda watch --concurrency)
+CONCURRENCY = 16     # emulator instances per function (cargo lambda watch --concurrency)
 WARMUP_RUNS = CONCURRENCY  # the emulator hands invocations to its instances in turn
 BUILD_TIMEOUT = 3600  # seconds for the first requests, which build the functions
 KINDS = ("cold", "hot")  # "cold" is shown as "first": the first run at each worker count
@@ -104,8 +110,12 @@ class Column:
 LOCAL = Column("quiver", "Quiver, local")
 LAMBDA = {n: Column(f"lambda-{n}", f"Lambda, {n} worker{'s' if n > 1 else ''}", n)
           for n in WORKERS}
-for _n, _color in zip(WORKERS, ("#9ecae1", "#4292c6", "#2171b5", "#08306b")):
+SPLIT = {n: Column(f"lambda-{n}-split16", f"Lambda, {n} workers, 16 files", n)
+         for n in SPLIT_WORKERS}
+for _n, _color in zip(WORKERS, ("#c6dbef", "#9ecae1", "#4292c6", "#2171b5", "#08306b")):
     charts.COLORS.setdefault(f"lambda-{_n}", _color)
+for _n in SPLIT_WORKERS:
+    charts.COLORS.setdefault(f"lambda-{_n}-split16", "#fd8d3c")
 
 
 def settings(n):
@@ -123,7 +133,11 @@ def run(bench):
     queries = {"q01": query_sql(1), "q06": query_sql(6), "count": COUNT_SQL}
     expected, problems = _expected(bench, path, queries)
     base = next((e for e in bench.engines if e.name == "quiver"), None)
-    columns = ([LOCAL] if base is not None else []) + [LAMBDA[n] for n in WORKERS]
+    columns = (([LOCAL] if base is not None else []) + [LAMBDA[n] for n in WORKERS]
+               + [SPLIT[n] for n in SPLIT_WORKERS])
+    split_folder = os.path.join(data.split16(sf), "lineitem")
+    split_files = {f"lambda-sf{sf}/split16/{name}": os.path.join(split_folder, name)
+                   for name in sorted(os.listdir(split_folder)) if name.endswith(".parquet")}
     results = {q: {} for q in queries}
     info = {"path": path, "key": key, "row_groups": row_groups, "sf": sf,
             "local": base is not None}
@@ -131,7 +145,8 @@ def run(bench):
     minio, proxy, emulator, failure = objectstore.MinIO(port), None, None, None
     try:
         minio.start()
-        uploaded = objectstore.upload(minio.client(), objectstore.BUCKET, {key: path})
+        uploaded = objectstore.upload(minio.client(), objectstore.BUCKET,
+                                      {key: path, **split_files})
         print(f"  {NAME}: s3://{objectstore.BUCKET}/{key} on {minio.endpoint} ({row_groups} row "
               f"groups{', uploaded now' if uploaded else ''})", flush=True)
         proxy = objectstore.Proxy(minio.endpoint, LATENCY_MS / 1e3, BANDWIDTH_MB_S * 1e6,
@@ -139,6 +154,9 @@ def run(bench):
         endpoint = minio.endpoint_for(proxy.url, objectstore.BUCKET)
         files = _object_files(minio, key)
         context = _Context(bench, lambda: bench.cache.evict(files))
+        split_key = f"lambda-sf{sf}/split16/"
+        split_objects = _object_files(minio, split_key.rstrip("/"))
+        split_context = _Context(bench, lambda: bench.cache.evict(split_objects))
         if base is not None:
             local = Quiver(base.binary, base.timeout, base.executor, base.args, endpoint.env(),
                            LOCAL.name, LOCAL.label)
@@ -163,6 +181,16 @@ def run(bench):
                     expected[q], problems.get(q))
                 results[q][LAMBDA[n].name] = outcome
                 _progress(f"{q} workers={n}", outcome)
+        split_sql = (f"CREATE OR REPLACE VIEW lineitem AS SELECT * FROM read_parquet("
+                     f"'{endpoint.s3_url(split_key + '*.parquet')}');\n")
+        for n in SPLIT_WORKERS:
+            for q, sql in queries.items():
+                outcome = _measure(
+                    split_context,
+                    lambda: emulator.query(split_sql + sql, settings(n), proxy.counter),
+                    expected[q], problems.get(q))
+                results[q][SPLIT[n].name] = outcome
+                _progress(f"{q} workers={n}, 16 files", outcome)
     except objectstore.ServerError as e:
         failure = str(e)
         print(f"  {NAME}: not run (further): {failure}", flush=True)
@@ -322,14 +350,14 @@ def function_env(minio, s3_url, timeout):
 
 
 class Emulator(LambdaEmulator):
-    """`cargo lambda watch --release` (tests/servers/lambda_emulator.py), serving `worker` and
+    """`cargo lambda watch` (tests/servers/lambda_emulator.py), serving `worker` and
     `coordinator`; installs cargo-lambda when missing, waits for the build, times queries.
 
     No `--timeout`: cargo-lambda applies it to every request to its server, the functions'
     long poll for their next event included, and an instance idle for longer gets a 408 that
     lambda_runtime does not survive. Runs are limited here instead (the harness's --timeout)."""
 
-    def __init__(self, env, timeout, log_path, release=True):
+    def __init__(self, env, timeout, log_path, release=False):
         super().__init__(env, log_path, concurrency=CONCURRENCY, release=release)
         self.timeout = timeout
 
@@ -682,7 +710,8 @@ def _section(bench, results, columns, info):
         f"request, {BANDWIDTH_MB_S} MB/s per connection** (constants of "
         f"`benches/scenarios/lambda.py`; `--s3-latency`/`--s3-bandwidth` are scenario s3's).\n\n"
         f"The Lambda columns are the real coordinator and worker functions (`lambda/`) under "
-        f"cargo-lambda's emulator (`cargo lambda watch --release --concurrency {CONCURRENCY}`, "
+        f"cargo-lambda's emulator (`cargo lambda watch --concurrency {CONCURRENCY}`, dev "
+        f"profile (optimised), "
         f"log `{info.get('log', '-')}`): one direct invoke of the coordinator per run, "
         f"`lambda.workers` = N, the result as Arrow. **The emulator runs every worker on this "
         f"machine's {cores} cores**, so the scaling shown is of latency and per-connection "
@@ -698,7 +727,10 @@ def _section(bench, results, columns, info):
         f"invoke to holding the decoded result. **Quiver, local**: the `quiver` command through "
         f"the same proxy (default executor and settings), one process per run, its start and "
         f"the view included. Every run's result is checked against DuckDB on the local file "
-        f"first; a wrong or failed run has no time.\n\n" + setup + "\n" + warm_text
+        f"first; a wrong or failed run has no time. **16 files**: the same rows as 16 files "
+        f"(`benches/data.py` split16, 100,000-row groups), read at "
+        f"{', '.join(str(n) for n in SPLIT_WORKERS)} workers: one big file should fan out as "
+        f"well as many small ones.\n\n" + setup + "\n" + warm_text
         + "### First run: seconds\n\n" + report.time_table(results, columns, "cold")
         + "\n### Hot: seconds\n\n" + report.time_table(results, columns, "hot")
         + "\n### Speedup over 1 worker\n\n"
@@ -761,6 +793,14 @@ def _section(bench, results, columns, info):
                        + " (the proxy's counts; more workers should not read more)")
     else:
         summary.append("Lambda: no query ran right at every worker count (see the notes)")
+    for n in SPLIT_WORKERS:
+        both = [q for q in queries if results[q][LAMBDA[n].name].ok and results[q][SPLIT[n].name].ok]
+        if both:
+            one = sum(results[q][LAMBDA[n].name].hot for q in both)
+            many = sum(results[q][SPLIT[n].name].hot for q in both)
+            summary.append(f"{n} workers, hot total of {len(both)} scans: one file "
+                           f"{report.seconds(one)} s, the same rows in 16 files "
+                           f"{report.seconds(many)} s (one file {100 * (one / many - 1):+.1f}%)")
     wrong = [f"{q} {c.label}" for q in queries for c in columns
              if results[q][c.name].status in ("wrong", "error")]
     if wrong:

@@ -4,8 +4,7 @@ Quiver ran before 2026-11-25) and with joins on the workers (the default: a buil
 fits travels inside the probe side's fragment, see crates/quiver-core/src/exec/broadcast.rs).
 
 The real coordinator and worker functions run under cargo-lambda's emulator, built with the
-dev profile (optimised, as the tests build them; `--release` is scenario `lambda`'s hour-long
-cold build) and read TPC-H (one file per table) from MinIO directly. Every query is a direct
+dev profile (optimised, as the tests build them) and read TPC-H (one file per table) from MinIO directly. Every query is a direct
 invoke of the coordinator with `lambda.workers = 4`; its answer is checked against DuckDB's
 over the local files before anything counts. Rows and bytes out are the workers' own counts
 (Arrow IPC, before base64), summed over every scan of the query; the time is the whole
@@ -49,7 +48,7 @@ def run(bench):
                         for t in TABLES)
         emulator = lambda_workers.Emulator(
             lambda_workers.function_env(minio, minio.endpoint, timeout), timeout,
-            os.path.join(data.ROOT, "lambda-joins-emulator.log"), release=False)
+            os.path.join(data.ROOT, "lambda-joins-emulator.log"))
         emulator.start()
         emulator.wait_ready()
         counter = _NoCounter()

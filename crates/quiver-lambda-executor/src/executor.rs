@@ -447,12 +447,19 @@ pub async fn merge_partial_states(
 }
 
 /// The query's `quiver.*` settings, so that workers read as the coordinator planned.
+/// DataFusion lists an extension's entries without its prefix (`block_cache_bytes`), so
+/// they are taken from the extension and prefixed here; filtering the session's entries by
+/// `quiver.` found none, and workers ran on their defaults (their block cache on when a
+/// query turned it off).
 pub fn quiver_settings(config: &ConfigOptions) -> BTreeMap<String, String> {
-    config
+    use datafusion::common::config::ExtensionOptions;
+    QuiverOptions::of(config)
         .entries()
         .into_iter()
-        .filter(|entry| entry.key.starts_with("quiver."))
-        .filter_map(|entry| Some((entry.key, entry.value?)))
+        .filter_map(|entry| {
+            let key = entry.key.trim_start_matches('.');
+            Some((format!("quiver.{key}"), entry.value?))
+        })
         .collect()
 }
 
@@ -477,4 +484,33 @@ pub fn describe_buckets(files: &[ScanFile], buckets: &[Bucket]) -> String {
         parts.push(format!("and {} more buckets", buckets.len() - 3));
     }
     parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workers_get_the_query_s_quiver_settings() {
+        let mut config = ConfigOptions::new();
+        config.extensions.insert(QuiverOptions::default());
+        config.set("quiver.block_cache_bytes", "0").unwrap();
+        config.set("quiver.coalesce_gap", "4096").unwrap();
+        let settings = quiver_settings(&config);
+        assert_eq!(
+            settings.get("quiver.block_cache_bytes").map(String::as_str),
+            Some("0")
+        );
+        assert_eq!(
+            settings.get("quiver.coalesce_gap").map(String::as_str),
+            Some("4096")
+        );
+        // Each travels back in: a worker's session takes every key it is sent.
+        let mut worker = ConfigOptions::new();
+        worker.extensions.insert(QuiverOptions::default());
+        for (key, value) in &settings {
+            worker.set(key, value).unwrap();
+        }
+        assert_eq!(QuiverOptions::of(&worker).block_cache_bytes, 0);
+    }
 }
