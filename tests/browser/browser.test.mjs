@@ -711,6 +711,15 @@ test('a wrong path and bad SQL give clear errors, and nothing uncaught', async (
     t.diagnostic(`bad SQL: ${text.trim()}`);
     assert.equal((await mainPage.query(fixtures.queries['error/syntax'])).ok, false);
 
+    // A sort past the memory limit cannot spill here (no disk): an error naming the limit,
+    // not an aborted module.
+    const limited = await mainPage.query("SET quiver.memory_limit = '20MB'; " +
+      'SELECT i FROM generate_series(1, 4000000) AS t(i) ORDER BY i DESC');
+    assert.equal(limited.ok, false, 'a 32 MB sort under a 20 MB limit must fail');
+    assert.match(limited.error, /memory_limit/, `the error should name the limit: ${limited.error}`);
+    t.diagnostic(`over the memory limit: ${limited.error.slice(0, 300)}`);
+    assert.equal((await mainPage.query("SET quiver.memory_limit = 'auto'")).ok, true);
+
     // and the page still answers
     assertMatches('after/nation', await mainPage.query(fixtures.queries['after/nation']));
     mainPage.assertNoPageErrors();

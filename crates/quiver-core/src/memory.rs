@@ -77,8 +77,7 @@ pub fn parse_limit(setting: &str) -> Result<Option<u64>> {
 }
 
 /// The limit when none is set: a share of the function's memory on Lambda, of this
-/// machine's (or its container's) elsewhere natively. None in the browser, whose wasm heap
-/// grows up to 4 GiB and has no disk to spill to.
+/// machine's (or its container's) elsewhere natively, of the wasm heap in the browser.
 pub fn default_limit() -> Option<u64> {
     let total = lambda_memory().or_else(machine_memory)?;
     Some((total as f64 * SHARE_OF_MEMORY) as u64)
@@ -126,8 +125,19 @@ fn machine_memory() -> Option<u64> {
     Some(cgroup.map_or(total, |limit| limit.min(total)))
 }
 
-/// Elsewhere (macOS, Windows, the browser) no share is known: no default limit.
-#[cfg(not(target_os = "linux"))]
+/// The most a wasm32 heap can grow to (crates/quiver-wasm/build.rs lets it).
+pub const WASM_HEAP_BYTES: u64 = 4 << 30;
+
+/// The browser: the wasm heap's most. A sort or join past the limit then fails with an
+/// error naming it (nothing spills: there is no disk) instead of the heap failing to grow,
+/// which aborts the whole module.
+#[cfg(target_arch = "wasm32")]
+fn machine_memory() -> Option<u64> {
+    Some(WASM_HEAP_BYTES)
+}
+
+/// Elsewhere (macOS, Windows) no share is known: no default limit.
+#[cfg(not(any(target_os = "linux", target_arch = "wasm32")))]
 fn machine_memory() -> Option<u64> {
     None
 }

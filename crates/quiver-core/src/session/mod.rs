@@ -165,8 +165,15 @@ impl QuiverSession {
         crate::allocator::follow_memory_limit(memory_limit);
         let memory = RuntimeEnvBuilder::new()
             .with_memory_pool(memory::pool(memory_limit))
-            .with_max_spill_merge_fan_in(memory::SPILL_MERGE_FAN_IN)
-            .build_arc()?;
+            .with_max_spill_merge_fan_in(memory::SPILL_MERGE_FAN_IN);
+        // The browser has no disk: a spill is an error there, where a temporary folder
+        // would have been asked of std, which panics (and a panic aborts the module).
+        #[cfg(target_arch = "wasm32")]
+        let memory = memory.with_disk_manager_builder(
+            datafusion::execution::disk_manager::DiskManagerBuilder::default()
+                .with_mode(datafusion::execution::disk_manager::DiskManagerMode::Disabled),
+        );
+        let memory = memory.build_arc()?;
         let context = SessionContext::new_with_config_rt(config, memory);
         // Our scan hands DataFusion bytes already fetched, yet DataFusion still looks up the
         // store of its URL (file:///), which the browser build has none of.
