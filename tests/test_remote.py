@@ -262,6 +262,11 @@ def duckdb_rows(sql):
     return duckdb.connect().execute(sql).fetchall()
 
 
+# A hedged read is a GET no plan foresees (under load CI once saw two during a full scan):
+# the tests that count GETs exactly run without hedging.
+NO_HEDGING = ("--set", "quiver.hedge_multiple=0")
+
+
 def check_plan(remote, proc, plan):
     """The server saw exactly the plan's GETs, and --profile says the same."""
     gets = remote.gets()
@@ -388,7 +393,7 @@ def test_cold_query_makes_exactly_the_planned_gets(remote):
     plan = read_plan(remote.local(LINEITEM), ["l_quantity", "l_discount"])
     assert len(plan.buckets) == 1, "the test wants a one-bucket plan"
     proc = remote.quiver.run("query", "--format", "csv", "--threads", THREADS, "--profile",
-                             two_column_sql(remote))
+                             *NO_HEDGING, two_column_sql(remote))
     assert proc.returncode == 0, proc.stderr
     expected = duckdb_rows(f"SELECT sum(l_quantity), sum(l_discount) "
                            f"FROM read_parquet('{remote.local(LINEITEM)}')")
@@ -443,9 +448,9 @@ def test_full_scan_gets_few_large_ranges(remote, one_bucket):
     threads = "1" if one_bucket else THREADS
     plan = read_plan(path, names, threads=int(threads),
                      min_bucket_bytes=1 << 30 if one_bucket else 8 * MIB)
+    sql = settings + ALL_COLUMNS_SQL.format(url=remote.url(LINEITEM), columns=", ".join(names))
     proc = remote.quiver.run("query", "--format", "csv", "--threads", threads, "--profile",
-                             settings + ALL_COLUMNS_SQL.format(url=remote.url(LINEITEM),
-                                                               columns=", ".join(names)))
+                             *NO_HEDGING, sql)
     assert proc.returncode == 0, proc.stderr
     assert parse_csv(proc.stdout)[1] == [[str(pq.ParquetFile(path).metadata.num_rows)]]
     check_plan(remote, proc, plan)
@@ -481,7 +486,7 @@ def test_coalescing_settings(remote, option, value):
     else:
         args = [option, str(value)] if option else []
     proc = remote.quiver.run("query", "--format", "csv", "--threads", THREADS, "--profile",
-                             *args, sql)
+                             *NO_HEDGING, *args, sql)
     assert proc.returncode == 0, proc.stderr
     check_plan(remote, proc, plan)
     if option == "--coalesce-gap":  # no gap bytes: exactly the column chunks not yet held

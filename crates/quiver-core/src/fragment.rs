@@ -16,7 +16,6 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::ipc::reader::StreamReader;
 use datafusion::arrow::ipc::writer::StreamWriter;
-use datafusion::common::JoinType;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
@@ -58,15 +57,7 @@ fn is_per_partition(plan: &Arc<dyn ExecutionPlan>) -> bool {
 fn is_broadcast_join(plan: &Arc<dyn ExecutionPlan>) -> bool {
     plan.downcast_ref::<HashJoinExec>().is_some_and(|join| {
         *join.partition_mode() == PartitionMode::CollectLeft
-            && !join.null_aware
-            && matches!(
-                join.join_type(),
-                JoinType::Inner
-                    | JoinType::Right
-                    | JoinType::RightSemi
-                    | JoinType::RightAnti
-                    | JoinType::RightMark
-            )
+            && crate::exec::broadcast::probes_alone(join)
             && crate::exec::broadcast::is_memory(join.left())
     })
 }

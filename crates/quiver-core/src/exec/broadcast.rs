@@ -59,17 +59,8 @@ async fn broadcast(
     let Some(join) = plan.downcast_ref::<HashJoinExec>() else {
         return Ok(None);
     };
-    let probe_only = matches!(
-        join.join_type(),
-        JoinType::Inner
-            | JoinType::Right
-            | JoinType::RightSemi
-            | JoinType::RightAnti
-            | JoinType::RightMark
-    );
     let (build, probe) = (below_exchange(join.left()), below_exchange(join.right()));
-    if !probe_only
-        || join.null_aware
+    if !probes_alone(join)
         || !matches!(
             join.partition_mode(),
             PartitionMode::Partitioned | PartitionMode::CollectLeft
@@ -115,6 +106,20 @@ async fn broadcast(
         join.null_equality(),
         false,
     )?)))
+}
+
+/// Whether `join` emits nothing for build rows no probe row matched (inner, right, right
+/// semi, anti and mark joins), so that each bucket can probe the build side on its own.
+pub fn probes_alone(join: &HashJoinExec) -> bool {
+    !join.null_aware
+        && matches!(
+            join.join_type(),
+            JoinType::Inner
+                | JoinType::Right
+                | JoinType::RightSemi
+                | JoinType::RightAnti
+                | JoinType::RightMark
+        )
 }
 
 /// A join input without the exchange the planner put above it (a hash repartition for a
