@@ -133,43 +133,40 @@ fn below_exchange(plan: &Arc<dyn ExecutionPlan>) -> &Arc<dyn ExecutionPlan> {
     }
 }
 
+/// The rows `plan` holds, if it is data held in memory.
+fn memory_source(plan: &Arc<dyn ExecutionPlan>) -> Option<&MemorySourceConfig> {
+    plan.downcast_ref::<DataSourceExec>()?
+        .data_source()
+        .downcast_ref::<MemorySourceConfig>()
+}
+
 /// Whether `plan` is data held in memory.
 pub fn is_memory(plan: &Arc<dyn ExecutionPlan>) -> bool {
-    plan.downcast_ref::<DataSourceExec>().is_some_and(|source| {
-        source
-            .data_source()
-            .downcast_ref::<MemorySourceConfig>()
-            .is_some()
-    })
+    memory_source(plan).is_some()
 }
 
 /// Bytes of the data held in memory anywhere in `plan`: what travels with it.
 fn memory_bytes(plan: &Arc<dyn ExecutionPlan>) -> u64 {
-    let own = plan
-        .downcast_ref::<DataSourceExec>()
-        .and_then(|source| {
-            source
-                .data_source()
-                .downcast_ref::<MemorySourceConfig>()
-                .map(|memory| {
-                    memory
-                        .partitions()
-                        .iter()
-                        .flatten()
-                        .map(RecordBatch::get_array_memory_size)
-                        .sum::<usize>() as u64
-                })
-        })
-        .unwrap_or(0);
+    let own = memory_source(plan).map_or(0, |memory| {
+        memory
+            .partitions()
+            .iter()
+            .flatten()
+            .map(RecordBatch::get_array_memory_size)
+            .sum::<usize>() as u64
+    });
     own + plan.children().into_iter().map(memory_bytes).sum::<u64>()
 }
 
 /// Whether `plan` runs on its own: an expression that needs a value from above it (a
-/// scalar subquery's) does not survive encoding.
+/// scalar subquery's) does not survive encoding. Rows already held always do; encoding
+/// them only to find that out copied a side kept here (over the limit, so possibly
+/// hundreds of MB) each time an enclosing build side was computed.
 fn travels(plan: &Arc<dyn ExecutionPlan>, context: &TaskContext) -> bool {
-    encode(plan)
-        .and_then(|bytes| decode(&bytes, context))
-        .is_ok()
+    is_memory(plan)
+        || encode(plan)
+            .and_then(|bytes| decode(&bytes, context))
+            .is_ok()
 }
 
 /// A rewritten `child` as `parent` requires its `i`th input to be partitioned: a join that
