@@ -320,6 +320,9 @@ def test_profile_reports_requests_and_phases(quiver, data):
 def test_bad_setting_is_a_clear_error(quiver):
     proc = quiver.run("query", "SET quiver.no_such_setting = 1")
     assert proc.returncode != 0 and "no_such_setting" in proc.stderr
+    # A value of the wrong kind names its setting too (DataFusion says only what failed).
+    proc = quiver.run("query", "SET quiver.broadcast_bytes = 'many'; SELECT 1")
+    assert proc.returncode != 0 and "quiver.broadcast_bytes" in proc.stderr, proc.stderr
 
 
 def test_wildcard_is_never_answered_from_the_listing(quiver, data):

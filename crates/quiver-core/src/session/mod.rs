@@ -545,10 +545,33 @@ impl QuiverSession {
         let started = Instant::now();
         let plan = self.logical_plan(statement).await?;
         if let LogicalPlan::Statement(LogicalStatement::SetVariable(set)) = &plan {
-            // Refused now, not when the next statement starts.
-            if set.variable.eq_ignore_ascii_case("quiver.memory_limit") {
-                memory::parse_limit(&set.value)?;
-            }
+            // Refused now, not when the next statement starts, and naming the setting:
+            // DataFusion's own message for `SET quiver.coalesce_gap = 'abc'` is only
+            // "invalid digit found in string".
+            let mut trial = self
+                .context
+                .state_ref()
+                .read()
+                .config_options()
+                .as_ref()
+                .clone();
+            trial
+                .set(&set.variable, &set.value)
+                .and_then(|()| {
+                    if set.variable.eq_ignore_ascii_case("quiver.memory_limit") {
+                        memory::parse_limit(&set.value).map(|_| ())
+                    } else {
+                        Ok(())
+                    }
+                })
+                .map_err(|e| {
+                    let message = crate::describe(&e);
+                    DataFusionError::Plan(if message.contains(set.variable.as_str()) {
+                        message
+                    } else {
+                        format!("{}: {message}", set.variable)
+                    })
+                })?;
         }
         if let LogicalPlan::DescribeTable(described) = &plan {
             let batch = describe_batch(&described.schema)?;
