@@ -27,6 +27,12 @@ WORKERS = 4
 RESULT_PREFIX = "results/"
 # One file per table, split into a bucket per row group so that 4 workers share each scan.
 SETTINGS = {"lambda.workers": str(WORKERS), "quiver.min_bucket_bytes": "0"}
+# TPC-H queries with a join of two scans, run through an exchange when build sides are big
+# (all but those without a join, Q15's join of aggregates and Q22's subquery-valued one).
+EXCHANGED = [n for n in QUERIES if n not in (1, 6, 15, 22)]
+# DataFusion collects no build side into one partition: every join is partitioned.
+PARTITIONED_JOINS = {"datafusion.optimizer.hash_join_single_partition_threshold": "0",
+                     "datafusion.optimizer.hash_join_single_partition_threshold_rows": "0"}
 
 
 class Emulator(LambdaEmulator):
@@ -396,6 +402,51 @@ def test_joins_run_on_the_workers_and_a_big_fragment_travels_through_s3(emulator
     assert kinds.count("PutObject") >= 1 and kinds.count("GetObject") >= 2, kinds
     left = s3.client().list_objects_v2(Bucket=s3.bucket, Prefix=RESULT_PREFIX)
     assert left.get("KeyCount", 0) == 0, left.get("Contents")
+
+
+@pytest.mark.parametrize("n", EXCHANGED)
+def test_joins_of_two_big_sides_run_through_an_exchange(emulator, s3, oracle, n):
+    """Every join partitioned and every build side over quiver.broadcast_bytes (1 byte
+    here): a join of two scans runs in two waves of workers through the result prefix (each
+    side hashed into parts, then one worker per part joins), answers equal DuckDB's, and no
+    part is left behind."""
+    settings = {**SETTINGS, **PARTITIONED_JOINS, "quiver.broadcast_bytes": "1",
+                "lambda.hedge_multiple": "0"}
+    body = invoke_query(emulator, _prelude(s3) + query_sql(n), settings=settings)
+    check_csv(oracle, n, body["result"], "through an exchange")
+    assert body["metrics"]["workers"]["exchanged"] > 0, body["metrics"]["workers"]
+    left = s3.client().list_objects_v2(Bucket=s3.bucket, Prefix=RESULT_PREFIX)
+    assert left.get("KeyCount", 0) == 0, left.get("Contents")
+
+
+def test_a_join_of_two_sides_over_the_coordinator_s_memory_limit(emulator, s3, tpch_data):
+    """orders and lineitem (each over 2 MB here) joined with the coordinator held to 2 MB:
+    joined on the coordinator, the hash table does not fit and the query fails naming the
+    limit; through the exchange the workers join (their own memory, not the coordinator's)
+    and the coordinator only merges partial sums."""
+    import duckdb
+
+    # No ORDER BY: a sort reserves 10 MB up front (datafusion.execution.
+    # sort_spill_reservation_bytes), over this limit.
+    sql = ("SELECT o_orderpriority, count(*) AS n, sum(l_quantity) AS q "
+           "FROM {orders} JOIN {lineitem} ON l_orderkey = o_orderkey GROUP BY 1")
+    remote = {t: repr(s3.url(f"tpch/single/{t}.parquet")) for t in ("orders", "lineitem")}
+    # At SF 0.1 orders' side is ~1 MB of Parquet: a 64 KiB broadcast limit makes it big.
+    settings = {**SETTINGS, "quiver.memory_limit": "2MB", "quiver.broadcast_bytes": "65536",
+                "lambda.hedge_multiple": "0"}
+    status, error, body = emulator.invoke("coordinator", {
+        "sql": sql.format(**remote), "format": "json",
+        "settings": {**settings, "lambda.exchange_joins": "false"}})
+    assert "result" not in body and "quiver.memory_limit" in body["errorMessage"], body
+    body = invoke_query(emulator, sql.format(**remote), settings=settings, fmt="json")
+    local = {t: repr(os.path.join(tpch_data, "single", f"{t}.parquet"))
+             for t in ("orders", "lineitem")}
+    expected = sorted([p, n, float(q)] for p, n, q in duckdb.sql(sql.format(**local)).fetchall())
+    answer = sorted([r["o_orderpriority"], r["n"], float(r["q"])] for r in body["result"])
+    assert answer == expected
+    workers = body["metrics"]["workers"]
+    assert workers["exchanged"] > 2 * 1024 * 1024, workers
+    assert workers["rows"] <= 5 * WORKERS, workers
 
 
 def test_a_failed_query_still_reads_and_deletes_the_spills_of_the_other_workers(emulator, s3):

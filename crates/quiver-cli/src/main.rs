@@ -366,11 +366,12 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
         eprintln!("{}", session.cost_line(&spent, on_workers));
         if let Some(workers) = workers {
             eprintln!(
-                "lambda workers: {} buckets, {} rows out, {} bytes out, {} requests, {} bytes read, \
-                 {} hedged, {} sub-coordinators",
+                "lambda workers: {} buckets, {} rows out, {} bytes out, {} bytes exchanged, \
+                 {} requests, {} bytes read, {} hedged, {} sub-coordinators",
                 workers.buckets,
                 workers.rows,
                 workers.bytes,
+                workers.exchanged,
                 workers.reads.requests,
                 workers.reads.bytes_read,
                 workers.hedged,

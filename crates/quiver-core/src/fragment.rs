@@ -32,7 +32,7 @@ use crate::scan::{BucketScanExec, ScanFile, ScanSummary};
 
 /// Whether output partition `i` of `plan` depends only on input partition `i` of its
 /// probe input (see `probe_input`), computed without spawning tasks.
-fn is_per_partition(plan: &Arc<dyn ExecutionPlan>) -> bool {
+pub(crate) fn is_per_partition(plan: &Arc<dyn ExecutionPlan>) -> bool {
     match plan.name() {
         "BucketScanExec"
         | "CooperativeExec"
@@ -64,7 +64,9 @@ fn is_broadcast_join(plan: &Arc<dyn ExecutionPlan>) -> bool {
 
 /// The input a per-partition operator's partition `i` reads: its only child, or a
 /// broadcast join's probe side. `None` for a leaf or any other operator.
-fn probe_input(plan: &Arc<dyn ExecutionPlan>) -> Option<(usize, &Arc<dyn ExecutionPlan>)> {
+pub(crate) fn probe_input(
+    plan: &Arc<dyn ExecutionPlan>,
+) -> Option<(usize, &Arc<dyn ExecutionPlan>)> {
     match plan.children().as_slice() {
         [only] => Some((0, only)),
         [_, probe] if is_broadcast_join(plan) => Some((1, probe)),
@@ -161,8 +163,13 @@ impl Fragment {
     /// The fragment's bytes with an empty scan: the same for every worker, which adds
     /// its own files and buckets (`over_buckets`).
     pub fn template(&self) -> Result<Vec<u8>> {
+        encode(&self.template_plan()?)
+    }
+
+    /// The fragment's plan with an empty scan, before it is encoded.
+    pub fn template_plan(&self) -> Result<Arc<dyn ExecutionPlan>> {
         let empty = self.scan().with_work(Arc::new(vec![]), vec![])?;
-        encode(&with_scan(&self.plan, Arc::new(empty))?)
+        with_scan(&self.plan, Arc::new(empty))
     }
 }
 

@@ -6,12 +6,17 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::common::config::ConfigOptions;
+use datafusion::error::Result;
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::collect;
 use datafusion::physical_plan::displayable;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use quiver_core::exec::broadcast::broadcast_joins;
-use quiver_core::exec::RayonRunner;
-use quiver_core::fragment::{decode, encode, fragments};
+use quiver_core::exec::exchange::{hash_parts, over_parts, split_side, ExchangeStage};
+use quiver_core::exec::{execute_with_fragments, run_partitions, FragmentRunner, RayonRunner};
+use quiver_core::fragment::{decode, encode, fragments, over_buckets, Fragment};
 use quiver_core::{ExecutorKind, QuiverSession, SessionOptions};
 
 /// 40,000 rows in 40 row groups: `k` cycles through 7 keys, `v` counts up.
@@ -209,4 +214,103 @@ async fn a_top_k_travels_with_its_scan() {
     assert_eq!(found[0].name(), "SortExec(TopK)", "{shown}");
     let bytes = encode(&found[0]).unwrap();
     decode(&bytes, &quiver.context().task_ctx()).unwrap();
+}
+
+/// Runs fragments on rayon, and exchanges in-process the way Lambda's two waves do: each
+/// side's template decoded, run over its buckets and hashed into parts; then each join
+/// partition's stage template decoded and run over its parts of both sides.
+struct InProcessExchange<'a> {
+    rayon: RayonRunner<'a>,
+    parts: usize,
+    stages: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl FragmentRunner for InProcessExchange<'_> {
+    async fn run(
+        &self,
+        fragment: &Fragment,
+        context: &Arc<TaskContext>,
+    ) -> Result<Vec<Vec<RecordBatch>>> {
+        self.rayon.run(fragment, context).await
+    }
+
+    fn exchanges(&self, _config: &ConfigOptions) -> bool {
+        true
+    }
+
+    async fn exchange(
+        &self,
+        stage: &ExchangeStage,
+        context: &Arc<TaskContext>,
+    ) -> Result<Vec<Vec<RecordBatch>>> {
+        self.stages
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut hashed = vec![];
+        for side in &stage.sides {
+            let (template, hashing) = split_side(&decode(&side.template(self.parts)?, context)?)?;
+            let scan = side.fragment.scan();
+            let plan = over_buckets(&template, scan.files().to_vec(), side.fragment.buckets())?;
+            let output = run_partitions(&plan, context, self.rayon.0).await?;
+            hashed.push(hash_parts(
+                output.into_iter().flatten().collect(),
+                &hashing,
+            )?);
+        }
+        let template = decode(&stage.template()?, context)?;
+        let mut outputs = vec![];
+        let [build, probe] = [&hashed[0], &hashed[1]];
+        for (build, probe) in build.iter().zip(probe) {
+            let plan = over_parts(&template, build.clone(), probe.clone())?;
+            outputs.push(collect(plan, Arc::clone(context)).await?);
+        }
+        Ok(outputs)
+    }
+}
+
+/// Joins of two big sides (DataFusion told to collect no build side, every build side
+/// over `quiver.broadcast_bytes`) run as exchange stages, and every join type gives the
+/// whole plan's answer: equal keys meet in the same part on both sides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joins_through_an_exchange_give_the_answer_of_the_whole_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = write_file(dir.path());
+    let setup = format!(
+        "{SETTINGS} SET datafusion.optimizer.hash_join_single_partition_threshold = 0; \
+         SET datafusion.optimizer.hash_join_single_partition_threshold_rows = 0; \
+         SET quiver.broadcast_bytes = 0; CREATE VIEW t AS SELECT * FROM '{t}';"
+    );
+    let queries = [
+        "SELECT a.k, count(*), sum(b.v) FROM t a JOIN t b ON a.v = b.v + 3 \
+         GROUP BY a.k ORDER BY a.k",
+        "SELECT a.k, count(b.v) FROM t a LEFT JOIN t b ON a.v = b.v * 2 GROUP BY a.k ORDER BY 1",
+        "SELECT count(a.v), count(b.v), count(*) FROM t a FULL JOIN t b ON a.v = b.v + 20000",
+        "SELECT k, count(*) FROM t WHERE v IN (SELECT v * 3 FROM t WHERE k <> 'key1') \
+         GROUP BY k ORDER BY k",
+        "SELECT k, count(*) FROM t WHERE NOT EXISTS (SELECT 1 FROM t b WHERE b.v = t.v * 2) \
+         GROUP BY k ORDER BY k",
+        "SELECT count(*), sum(a.v) FROM t a JOIN t b ON a.k = b.k AND a.v = b.v - 7",
+    ];
+    for sql in queries {
+        let whole = session(ExecutorKind::DataFusion);
+        whole.run(&setup).await.unwrap();
+        let expected = pretty_format_batches(&whole.run(sql).await.unwrap().batches)
+            .unwrap()
+            .to_string();
+        let quiver = session(ExecutorKind::Fragments);
+        quiver.run(&setup).await.unwrap();
+        let runner = InProcessExchange {
+            rayon: RayonRunner(quiver.pool()),
+            parts: 3,
+            stages: Default::default(),
+        };
+        let plan = quiver.physical_plan(sql).await.unwrap();
+        let batches = execute_with_fragments(plan, quiver.context().task_ctx(), &runner)
+            .await
+            .unwrap();
+        let answer = pretty_format_batches(&batches).unwrap().to_string();
+        assert_eq!(answer, expected, "{sql}");
+        let stages = runner.stages.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(stages >= 1, "{sql}: no exchange stage ran");
+    }
 }

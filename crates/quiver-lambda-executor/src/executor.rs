@@ -20,6 +20,7 @@ use datafusion::physical_plan::{collect, ExecutionPlan};
 use futures::future::join_all;
 use quiver_core::bucket::{assign_to_workers, Bucket};
 use quiver_core::copy::{discard, CopyTarget, WrittenFile};
+use quiver_core::exec::exchange::ExchangeStage;
 use quiver_core::exec::FragmentRunner;
 use quiver_core::fragment::{work_for, Fragment};
 use quiver_core::options::QuiverOptions;
@@ -32,11 +33,11 @@ use crate::options::LambdaOptions;
 use crate::protocol::{
     decode_partitions, from_base64, Output, WorkerMetrics, WorkerRequest, WorkerResponse,
 };
-use crate::results::{discard_fragment, fragment_bytes, ship_fragment, take};
+use crate::results::{discard_object, fragment_bytes, ship_fragment, take};
 
 pub struct LambdaRunner {
     invoker: Invoker,
-    worker_function: String,
+    pub(crate) worker_function: String,
     /// This coordinator's own function, invoked as a sub-coordinator; none from the CLI.
     coordinator_function: Option<String>,
     /// What the workers of the last query did, summed.
@@ -64,7 +65,7 @@ impl LambdaRunner {
 
     /// A request's response: retried when it fails, duplicated when it straggles behind
     /// the other requests of its `wave` (see `hedge`).
-    async fn invoke(
+    pub(crate) async fn invoke(
         &self,
         function: &str,
         request: &WorkerRequest,
@@ -72,7 +73,10 @@ impl LambdaRunner {
         wave: &Wave,
         context: &TaskContext,
     ) -> Result<WorkerResponse> {
-        let buckets = describe_buckets(&request.files, &request.buckets);
+        let buckets = match request.join.len() {
+            0 => describe_buckets(&request.files, &request.buckets),
+            _ => format!("join partition {}", request.worker),
+        };
         let call = Call::new(&self.invoker, function, request, buckets, context)?;
         let (answer, hedged) = call
             .answer(options.retries, wave, &HedgePolicy::of(options))
@@ -94,7 +98,7 @@ impl LambdaRunner {
         context: &TaskContext,
     ) -> Result<Vec<Vec<RecordBatch>>> {
         let bytes = match response.output {
-            Output::Written(_) => {
+            Output::Written(_) | Output::Exchanged(_) => {
                 return Err(DataFusionError::Internal(
                     "a worker wrote files where a result was expected".into(),
                 ))
@@ -112,7 +116,7 @@ impl LambdaRunner {
 
     /// Every request's output partitions, in request order. If any request fails, the
     /// outputs others spilled are still read (and so deleted) before the error returns.
-    async fn run_all(
+    pub(crate) async fn run_all(
         &self,
         function: &str,
         requests: Vec<WorkerRequest>,
@@ -142,6 +146,40 @@ impl LambdaRunner {
         options: &LambdaOptions,
         context: &TaskContext,
     ) -> Result<Vec<WrittenFile>> {
+        let (written, error) = self
+            .gather(
+                function,
+                requests,
+                options,
+                context,
+                |output| match output {
+                    Output::Written(files) => Ok(files),
+                    _ => Err(DataFusionError::Internal(
+                        "a worker returned a result where files were expected".into(),
+                    )),
+                },
+            )
+            .await;
+        if let Some(error) = error {
+            let runtime = QuiverRuntime::of(context.session_config())?;
+            let s3 = QuiverOptions::of(context.session_config().options()).s3();
+            discard(&runtime, &s3, &written).await;
+            return Err(error);
+        }
+        Ok(written)
+    }
+
+    /// What every request left where it ran (files, objects), as `take` finds it in their
+    /// outputs, and the first error if any failed: all are awaited, so that the caller
+    /// can delete everything that was left, even on failure.
+    pub(crate) async fn gather<T>(
+        &self,
+        function: &str,
+        requests: Vec<WorkerRequest>,
+        options: &LambdaOptions,
+        context: &TaskContext,
+        take: impl Fn(Output) -> Result<Vec<T>>,
+    ) -> (Vec<T>, Option<DataFusionError>) {
         let wave = Wave::new(requests.len());
         let wave = &wave;
         let results = join_all(requests.iter().map(|request| async move {
@@ -149,31 +187,20 @@ impl LambdaRunner {
                 .invoke(function, request, options, wave, context)
                 .await?;
             self.add_metrics(&response.metrics);
-            match response.output {
-                Output::Written(files) => Ok(files),
-                _ => Err(DataFusionError::Internal(
-                    "a worker returned a result where files were expected".into(),
-                )),
-            }
+            Ok::<_, DataFusionError>(response.output)
         }))
         .await;
-        let mut written = Vec::new();
+        let mut left = Vec::new();
         let mut first_error = None;
         for result in results {
-            match result {
-                Ok(files) => written.extend(files),
+            match result.and_then(&take) {
+                Ok(found) => left.extend(found),
                 Err(e) => {
                     first_error.get_or_insert(e);
                 }
             }
         }
-        if let Some(error) = first_error {
-            let runtime = QuiverRuntime::of(context.session_config())?;
-            let s3 = QuiverOptions::of(context.session_config().options()).s3();
-            discard(&runtime, &s3, &written).await;
-            return Err(error);
-        }
-        Ok(written)
+        (left, first_error)
     }
 
     fn add_metrics(&self, metrics: &WorkerMetrics) {
@@ -184,47 +211,34 @@ impl LambdaRunner {
     }
 
     /// The requests for one fragment: one per worker, or one per sub-coordinator (with
-    /// its workers' shares) above the tree threshold.
+    /// its workers' shares) above the tree threshold. Workers run `template` (the
+    /// fragment's, or an exchange side's, with its empty scan) over their buckets.
     /// A fragment too big for a request is written under the result prefix first
-    /// (`fragment_key`); delete it with `discard_fragment` once the requests are answered.
-    async fn requests(
+    /// (`fragment_key`); delete it with `discard_object` once the requests are answered.
+    pub(crate) async fn requests(
         &self,
         fragment: &Fragment,
+        template: &[u8],
         context: &TaskContext,
-        write: Option<&CopyTarget>,
+        task: Task<'_>,
     ) -> Result<(Option<&str>, Vec<WorkerRequest>)> {
         let config = context.session_config().options();
         let options = LambdaOptions::of(config);
         let buckets = fragment.buckets();
         let bytes: u64 = buckets.iter().map(|b| b.bytes).sum();
         let shares = assign_to_workers(&buckets, options.worker_count(bytes, buckets.len()));
-        let query_id = format!("q-{}", quiver_core::source::unique_id());
-        let runtime = QuiverRuntime::of(context.session_config())?;
-        let (fragment_text, fragment_key) = ship_fragment(
-            &runtime,
-            &QuiverOptions::of(config).s3(),
-            &fragment.template()?,
-            request_room(&options),
-            options.result_prefix.as_deref(),
-            &query_id,
-        )
-        .await?;
         let base = WorkerRequest {
-            query_id,
-            worker: 0,
-            fragment: fragment_text,
-            fragment_key,
-            files: vec![],
-            buckets: vec![],
-            settings: quiver_settings(config),
-            result_prefix: options.result_prefix.clone(),
-            inline_limit: options.inline_bytes,
-            fan_out: None,
-            write: write.cloned(),
+            write: match task {
+                Task::Write(target) => Some(target.clone()),
+                _ => None,
+            },
+            exchange: matches!(task, Task::Exchange),
+            ..request_for(template, context).await?
         };
         let threshold = options.tree_threshold.max(1);
         let requests = match &self.coordinator_function {
-            Some(coordinator) if shares.len() > threshold => {
+            // An exchange's sides write parts that only workers can; no sub-coordinator.
+            Some(coordinator) if shares.len() > threshold && !base.exchange => {
                 // Groups of at most `threshold` workers, each behind a sub-coordinator.
                 let requests = shares
                     .chunks(threshold)
@@ -310,6 +324,50 @@ impl LambdaRunner {
     }
 }
 
+/// What a fragment's workers do with its output.
+pub(crate) enum Task<'a> {
+    /// Return it (inline, or through the result prefix).
+    Return,
+    /// For COPY: write it under the target.
+    Write(&'a CopyTarget),
+    /// For an exchange's first wave: hash it into parts, written as one object.
+    Exchange,
+}
+
+/// A request for a new query id running `template`, with the query's settings and
+/// limits and no work yet. The template travels inline, or through the result prefix when
+/// it is too big for a request (`ship_fragment`).
+pub(crate) async fn request_for(template: &[u8], context: &TaskContext) -> Result<WorkerRequest> {
+    let config = context.session_config().options();
+    let options = LambdaOptions::of(config);
+    let query_id = format!("q-{}", quiver_core::source::unique_id());
+    let runtime = QuiverRuntime::of(context.session_config())?;
+    let (fragment, fragment_key) = ship_fragment(
+        &runtime,
+        &QuiverOptions::of(config).s3(),
+        template,
+        request_room(&options),
+        options.result_prefix.as_deref(),
+        &query_id,
+    )
+    .await?;
+    Ok(WorkerRequest {
+        query_id,
+        worker: 0,
+        fragment,
+        fragment_key,
+        files: vec![],
+        buckets: vec![],
+        settings: quiver_settings(config),
+        result_prefix: options.result_prefix.clone(),
+        inline_limit: options.inline_bytes,
+        fan_out: None,
+        write: None,
+        exchange: false,
+        join: vec![],
+    })
+}
+
 /// What a sub-coordinator gathered from its workers.
 pub enum SubResult {
     /// Output partitions (partial states merged) and their schema.
@@ -329,6 +387,20 @@ impl FragmentRunner for LambdaRunner {
             Some(_) => limit,
             None => limit.min(request_room(&options) as u64),
         }
+    }
+
+    /// Exchanges go through the result prefix.
+    fn exchanges(&self, config: &ConfigOptions) -> bool {
+        let options = LambdaOptions::of(config);
+        options.exchange_joins && options.result_prefix.is_some()
+    }
+
+    async fn exchange(
+        &self,
+        stage: &ExchangeStage,
+        context: &Arc<TaskContext>,
+    ) -> Result<Vec<Vec<RecordBatch>>> {
+        self.run_exchange(stage, context).await
     }
 
     fn estimate(
@@ -357,7 +429,10 @@ impl FragmentRunner for LambdaRunner {
             return Ok(vec![]);
         }
         let options = LambdaOptions::of(context.session_config().options());
-        let (via, requests) = self.requests(fragment, context, None).await?;
+        let template = fragment.template()?;
+        let (via, requests) = self
+            .requests(fragment, &template, context, Task::Return)
+            .await?;
         let function = via.unwrap_or(&self.worker_function);
         let shipped = requests.first().and_then(|r| r.fragment_key.clone());
         let outputs = self.run_all(function, requests, &options, context).await;
@@ -375,7 +450,14 @@ impl FragmentRunner for LambdaRunner {
             return Some(Ok(vec![]));
         }
         let options = LambdaOptions::of(context.session_config().options());
-        Some(match self.requests(fragment, context, Some(target)).await {
+        let requests = match fragment.template() {
+            Ok(template) => {
+                self.requests(fragment, &template, context, Task::Write(target))
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        Some(match requests {
             Ok((via, requests)) => {
                 let function = via.unwrap_or(&self.worker_function);
                 let shipped = requests.first().and_then(|r| r.fragment_key.clone());
@@ -395,11 +477,11 @@ fn request_room(options: &LambdaOptions) -> usize {
 }
 
 /// Deletes the fragment `requests` wrote under the result prefix, if it did.
-async fn discard_shipped(key: Option<String>, context: &TaskContext) {
+pub(crate) async fn discard_shipped(key: Option<String>, context: &TaskContext) {
     let Some(key) = key else { return };
     if let Ok(runtime) = QuiverRuntime::of(context.session_config()) {
         let s3 = QuiverOptions::of(context.session_config().options()).s3();
-        discard_fragment(&runtime, &s3, &key).await;
+        discard_object(&runtime, &s3, &key).await;
     }
 }
 
@@ -446,7 +528,8 @@ pub async fn merge_partial_states(
     Ok(vec![collect(Arc::new(reduce), Arc::clone(context)).await?])
 }
 
-/// The query's `quiver.*` settings, so that workers read as the coordinator planned.
+/// The query's `quiver.*` settings, so that workers read as the coordinator planned; all
+/// but the memory limit, which is each process's own (a worker's is its function's).
 /// DataFusion lists an extension's entries without its prefix (`block_cache_bytes`), so
 /// they are taken from the extension and prefixed here; filtering the session's entries by
 /// `quiver.` found none, and workers ran on their defaults (their block cache on when a
@@ -458,6 +541,7 @@ pub fn quiver_settings(config: &ConfigOptions) -> BTreeMap<String, String> {
         .into_iter()
         .filter_map(|entry| {
             let key = entry.key.trim_start_matches('.');
+            (key != "memory_limit").then_some(())?;
             Some((format!("quiver.{key}"), entry.value?))
         })
         .collect()
@@ -496,7 +580,13 @@ mod tests {
         config.extensions.insert(QuiverOptions::default());
         config.set("quiver.block_cache_bytes", "0").unwrap();
         config.set("quiver.coalesce_gap", "4096").unwrap();
+        config.set("quiver.memory_limit", "2MB").unwrap();
         let settings = quiver_settings(&config);
+        // The coordinator's memory limit is its own; a worker has its function's.
+        assert!(
+            !settings.contains_key("quiver.memory_limit"),
+            "{settings:?}"
+        );
         assert_eq!(
             settings.get("quiver.block_cache_bytes").map(String::as_str),
             Some("0")

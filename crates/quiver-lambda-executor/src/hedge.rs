@@ -19,7 +19,8 @@ use quiver_core::source::S3Options;
 
 use crate::invoke::Invoker;
 use crate::options::LambdaOptions;
-use crate::protocol::{Output, WorkerRequest, WorkerResponse};
+use crate::protocol::{Exchanged, Output, WorkerRequest, WorkerResponse};
+use crate::results::discard_object;
 
 /// When a request counts as straggling.
 #[derive(Debug, Clone, Copy)]
@@ -286,10 +287,8 @@ impl Leftovers {
     async fn delete(&self, output: &Output) {
         match output {
             Output::Inline(_) => {}
-            Output::Spilled(key) => {
-                if let Ok(source) = self.runtime.sources.for_path(key, &self.s3) {
-                    let _ = source.delete(key).await;
-                }
+            Output::Spilled(key) | Output::Exchanged(Exchanged { key, .. }) => {
+                discard_object(&self.runtime, &self.s3, key).await
             }
             Output::Written(files) => discard(&self.runtime, &self.s3, files).await,
         }

@@ -4,8 +4,9 @@
 //!
 //! protocol (what travels) → results (inline or spilled) → invoke (the Invoke API) →
 //! hedge (retries, duplicates for stragglers) → executor (deals buckets, tree invocation)
-//! → options (`lambda.*` settings)
+//! → exchange (joins of two big sides, in two waves) → options (`lambda.*` settings)
 
+pub mod exchange;
 pub mod executor;
 pub mod hedge;
 pub mod invoke;

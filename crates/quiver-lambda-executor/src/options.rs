@@ -32,6 +32,9 @@ extensions_options! {
         pub hedge_min_ms: u64, default = 2000
         /// Outputs larger than this go through the result prefix.
         pub inline_bytes: usize, default = INLINE_BYTES
+        /// Whether a join of two sides too big to travel runs on the workers through an
+        /// exchange under the result prefix; if not, on the coordinator.
+        pub exchange_joins: bool, default = true
         /// Where large outputs go: `s3://bucket/prefix/`.
         pub result_prefix: Option<String>, default = None
         /// The worker function's memory in MB, for `EXPLAIN COST` (Terraform sets it).
@@ -65,6 +68,7 @@ impl LambdaOptions {
             ("QUIVER_HEDGE_MIN_MS", "hedge_min_ms"),
             ("QUIVER_INLINE_BYTES", "inline_bytes"),
             ("QUIVER_RESULT_PREFIX", "result_prefix"),
+            ("QUIVER_EXCHANGE_JOINS", "exchange_joins"),
             ("QUIVER_WORKER_MEMORY_MB", "worker_memory_mb"),
         ];
         for (variable, key) in pairs {

@@ -50,6 +50,44 @@ pub struct WorkerRequest {
     /// For COPY: write the output under this target instead of returning it.
     #[serde(default)]
     pub write: Option<CopyTarget>,
+    /// An exchange's first wave: the fragment sits under a hash repartition; its output is
+    /// hashed into that many parts, written as one object under the result prefix.
+    #[serde(default)]
+    pub exchange: bool,
+    /// An exchange's second wave: the join partitions this worker joins, each from the
+    /// parts the first wave wrote. The fragment is then the stage with empty inputs, and
+    /// `files` and `buckets` are empty.
+    #[serde(default)]
+    pub join: Vec<JoinPartition>,
+}
+
+/// A byte range of an object one worker of an exchange's first wave wrote.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Piece {
+    pub key: String,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// One join partition of an exchange: its pieces of the build side, then of the probe side.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct JoinPartition {
+    pub sides: [Vec<Piece>; 2],
+}
+
+/// What a first-wave worker wrote: one object, and in it each part's bytes (an Arrow IPC
+/// stream) and rows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Exchanged {
+    pub key: String,
+    pub parts: Vec<Part>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Part {
+    pub start: u64,
+    pub end: u64,
+    pub rows: u64,
 }
 
 /// What a worker did, for `--profile` and the coordinator's logs; summed over workers.
@@ -71,6 +109,9 @@ pub struct WorkerMetrics {
     /// Their time times their function's memory, as Lambda bills it.
     #[serde(default)]
     pub gb_seconds: f64,
+    /// Bytes the workers wrote to and read from an exchange's objects.
+    #[serde(default)]
+    pub exchanged: u64,
     /// Straggling requests that got a duplicate invocation.
     #[serde(default)]
     pub hedged: u64,
@@ -84,6 +125,7 @@ impl WorkerMetrics {
         self.sub_coordinators += other.sub_coordinators;
         self.rows += other.rows;
         self.bytes += other.bytes;
+        self.exchanged += other.exchanged;
         self.buckets += other.buckets;
         self.hedged += other.hedged;
         self.invocations += other.invocations;
@@ -102,6 +144,8 @@ pub enum Output {
     Spilled(String),
     /// For COPY: the files the worker wrote.
     Written(Vec<WrittenFile>),
+    /// For an exchange's first wave: the object the worker wrote; whoever joins deletes it.
+    Exchanged(Exchanged),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -130,18 +174,34 @@ pub fn encode_partitions(
     Ok(out)
 }
 
-pub fn decode_partitions(mut bytes: &[u8]) -> Result<Vec<Vec<RecordBatch>>> {
+pub fn decode_partitions(bytes: &[u8]) -> Result<Vec<Vec<RecordBatch>>> {
+    partition_ranges(bytes)?
+        .into_iter()
+        .map(|range| decode_stream(&bytes[range.start as usize..range.end as usize]))
+        .collect()
+}
+
+/// Where each partition's IPC stream lies in `encode_partitions`' bytes.
+pub fn partition_ranges(bytes: &[u8]) -> Result<Vec<std::ops::Range<u64>>> {
     let bad = || DataFusionError::Execution("a worker's output is truncated".into());
-    let mut partitions = Vec::new();
-    while !bytes.is_empty() {
-        let (length, rest) = bytes.split_at_checked(8).ok_or_else(bad)?;
+    let mut ranges = Vec::new();
+    let mut at = 0usize;
+    while at < bytes.len() {
+        let length = bytes.get(at..at + 8).ok_or_else(bad)?;
         let length = u64::from_le_bytes(length.try_into().map_err(|_| bad())?) as usize;
-        let (stream, rest) = rest.split_at_checked(length).ok_or_else(bad)?;
-        let reader = StreamReader::try_new(Cursor::new(stream), None)?;
-        partitions.push(reader.collect::<std::result::Result<Vec<_>, _>>()?);
-        bytes = rest;
+        let start = at + 8;
+        let end = start.checked_add(length).filter(|&end| end <= bytes.len());
+        let end = end.ok_or_else(bad)?;
+        ranges.push(start as u64..end as u64);
+        at = end;
     }
-    Ok(partitions)
+    Ok(ranges)
+}
+
+/// The batches of one Arrow IPC stream.
+pub fn decode_stream(stream: &[u8]) -> Result<Vec<RecordBatch>> {
+    let reader = StreamReader::try_new(Cursor::new(stream), None)?;
+    Ok(reader.collect::<std::result::Result<Vec<_>, _>>()?)
 }
 
 pub fn to_base64(bytes: &[u8]) -> String {

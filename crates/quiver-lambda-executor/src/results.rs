@@ -95,8 +95,9 @@ pub async fn ship_fragment(
     Ok((String::new(), Some(key)))
 }
 
-/// Deletes a fragment written by `ship_fragment`; a failure only leaves an object behind.
-pub async fn discard_fragment(runtime: &QuiverRuntime, s3: &S3Options, key: &str) {
+/// Deletes an object under the result prefix (a shipped fragment, a spilled output, an
+/// exchange's part); a failure only leaves it behind.
+pub async fn discard_object(runtime: &QuiverRuntime, s3: &S3Options, key: &str) {
     if let Ok(source) = runtime.sources.for_path(key, s3) {
         let _ = source.delete(key).await;
     }

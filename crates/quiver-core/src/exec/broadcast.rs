@@ -162,7 +162,7 @@ fn memory_bytes(plan: &Arc<dyn ExecutionPlan>) -> u64 {
 /// scalar subquery's) does not survive encoding. Rows already held always do; encoding
 /// them only to find that out copied a side kept here (over the limit, so possibly
 /// hundreds of MB) each time an enclosing build side was computed.
-fn travels(plan: &Arc<dyn ExecutionPlan>, context: &TaskContext) -> bool {
+pub(super) fn travels(plan: &Arc<dyn ExecutionPlan>, context: &TaskContext) -> bool {
     is_memory(plan)
         || encode(plan)
             .and_then(|bytes| decode(&bytes, context))
@@ -172,7 +172,7 @@ fn travels(plan: &Arc<dyn ExecutionPlan>, context: &TaskContext) -> bool {
 /// A rewritten `child` as `parent` requires its `i`th input to be partitioned: a join that
 /// became a broadcast one no longer hashes its output on the keys, so an operator above
 /// that counted on it gets the repartition the planner had left out.
-fn distributed_as_required(
+pub(super) fn distributed_as_required(
     parent: &Arc<dyn ExecutionPlan>,
     i: usize,
     child: Arc<dyn ExecutionPlan>,

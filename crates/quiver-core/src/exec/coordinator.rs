@@ -18,15 +18,17 @@ use super::FragmentRunner;
 use crate::fragment::{decode, encode, is_fragment, Fragment};
 use crate::scan::BucketScanExec;
 
-/// Runs `plan` the way the browser and Lambda do: joins' build sides that fit are
-/// computed first and travel with their probe sides (`broadcast`), every fragment travels
-/// as bytes to `runner`, and the rest of the plan merges their outputs here. Fragments
-/// run concurrently (the two sides of a join left here fan out at once).
+/// Runs `plan` the way the browser and Lambda do: joins of two big sides run through the
+/// runner's exchange if it has one (`exchange`), joins' build sides that fit are computed
+/// first and travel with their probe sides (`broadcast`), every fragment travels as bytes
+/// to `runner`, and the rest of the plan merges their outputs here. Fragments run
+/// concurrently (the two sides of a join left here fan out at once).
 pub async fn execute_with_fragments(
     plan: Arc<dyn ExecutionPlan>,
     context: Arc<TaskContext>,
     runner: &dyn FragmentRunner,
 ) -> Result<Vec<RecordBatch>> {
+    let plan = super::exchange::exchange_joins(plan, &context, runner).await?;
     let plan = super::broadcast::broadcast_joins(plan, &context, runner).await?;
     let mut found = Vec::new();
     travelling_fragments(&plan, &context, &mut found)?;
@@ -96,25 +98,7 @@ fn substitute(
     outputs: &[Vec<Vec<RecordBatch>>],
 ) -> Result<Arc<dyn ExecutionPlan>> {
     if let Some(i) = fragments.iter().position(|f| Arc::ptr_eq(&f.plan, &plan)) {
-        let partitions = if outputs[i].is_empty() {
-            vec![vec![]]
-        } else {
-            outputs[i].clone()
-        };
-        let count = partitions.len();
-        let exec: Arc<dyn ExecutionPlan> =
-            MemorySourceConfig::try_new_exec(&partitions, plan.schema(), None)?;
-        // Operators above were planned for the fragment's partition count. Any count
-        // serves those that repartition or merge; one that wanted a single partition (a
-        // final aggregate over a one-bucket scan) gets the partitions merged, in order
-        // if the fragment's output was sorted.
-        if plan.output_partitioning().partition_count() == 1 && count > 1 {
-            return Ok(match plan.output_ordering() {
-                Some(ordering) => Arc::new(SortPreservingMergeExec::new(ordering.clone(), exec)),
-                None => Arc::new(CoalescePartitionsExec::new(exec)),
-            });
-        }
-        return Ok(exec);
+        return held_output(&plan, outputs[i].clone());
     }
     let children = plan
         .children()
@@ -122,4 +106,31 @@ fn substitute(
         .map(|child| substitute(Arc::clone(child), fragments, outputs))
         .collect::<Result<Vec<_>>>()?;
     replace_children_if_necessary(plan, children)
+}
+
+/// What takes the place of `plan` (a fragment, an exchange stage) once its output
+/// partitions are in: that output, held in memory.
+pub(super) fn held_output(
+    plan: &Arc<dyn ExecutionPlan>,
+    partitions: Vec<Vec<RecordBatch>>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let partitions = if partitions.is_empty() {
+        vec![vec![]]
+    } else {
+        partitions
+    };
+    let count = partitions.len();
+    let exec: Arc<dyn ExecutionPlan> =
+        MemorySourceConfig::try_new_exec(&partitions, plan.schema(), None)?;
+    // Operators above were planned for the plan's partition count. Any count serves
+    // those that repartition or merge; one that wanted a single partition (a final
+    // aggregate over a one-bucket scan) gets the partitions merged, in order if the
+    // output was sorted.
+    if plan.output_partitioning().partition_count() == 1 && count > 1 {
+        return Ok(match plan.output_ordering() {
+            Some(ordering) => Arc::new(SortPreservingMergeExec::new(ordering.clone(), exec)),
+            None => Arc::new(CoalescePartitionsExec::new(exec)),
+        });
+    }
+    Ok(exec)
 }

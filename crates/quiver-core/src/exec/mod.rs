@@ -4,13 +4,15 @@
 //! Lambda workers (`quiver-lambda-executor`).
 //!
 //! compute (the pool fragments compute on) → local (a fragment's partitions on that pool) →
-//! coordinator (fragments out to a runner, outputs merged), which first moves joins'
-//! build sides into their probe sides' fragments (broadcast)
+//! coordinator (fragments out to a runner, outputs merged), which first runs joins of two
+//! big sides through the runner's exchange (exchange) and moves other joins' build sides
+//! into their probe sides' fragments (broadcast)
 
 pub mod broadcast;
 pub mod cancel;
 pub mod compute;
 pub mod coordinator;
+pub mod exchange;
 pub mod local;
 
 use std::sync::Arc;
@@ -63,6 +65,23 @@ pub trait FragmentRunner: Send + Sync {
     /// `broadcast`); 0 keeps every join on the coordinator.
     fn broadcast_limit(&self, config: &datafusion::common::config::ConfigOptions) -> u64 {
         crate::options::QuiverOptions::of(config).broadcast_bytes
+    }
+
+    /// Whether this runner joins two big sides where they are read (`exchange`).
+    fn exchanges(&self, _config: &datafusion::common::config::ConfigOptions) -> bool {
+        false
+    }
+
+    /// An exchange stage's output partitions, computed by two waves of workers (see
+    /// `exchange`); only called when `exchanges` says so.
+    async fn exchange(
+        &self,
+        _stage: &exchange::ExchangeStage,
+        _context: &Arc<TaskContext>,
+    ) -> Result<Vec<Vec<RecordBatch>>> {
+        Err(datafusion::error::DataFusionError::NotImplemented(
+            "this runner has no exchange".into(),
+        ))
     }
 
     /// What running a scan that reads `reads` would spend on workers, under `config`'s
