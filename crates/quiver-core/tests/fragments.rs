@@ -268,18 +268,18 @@ impl FragmentRunner for InProcessExchange<'_> {
     }
 }
 
-/// Joins of two big sides (DataFusion told to collect no build side, every build side
-/// over `quiver.broadcast_bytes`) run as exchange stages, and every join type gives the
+/// Joins of two scans run as exchange stages when their build side is over
+/// `quiver.broadcast_bytes` (0 here), whether DataFusion planned them partitioned (told to
+/// collect no build side) or collecting the build side, and every join type gives the
 /// whole plan's answer: equal keys meet in the same part on both sides.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn joins_through_an_exchange_give_the_answer_of_the_whole_plan() {
     let dir = tempfile::tempdir().unwrap();
     let t = write_file(dir.path());
-    let setup = format!(
-        "{SETTINGS} SET datafusion.optimizer.hash_join_single_partition_threshold = 0; \
-         SET datafusion.optimizer.hash_join_single_partition_threshold_rows = 0; \
-         SET quiver.broadcast_bytes = 0; CREATE VIEW t AS SELECT * FROM '{t}';"
-    );
+    let views =
+        format!("{SETTINGS} SET quiver.broadcast_bytes = 0; CREATE VIEW t AS SELECT * FROM '{t}';");
+    let partitioned = "SET datafusion.optimizer.hash_join_single_partition_threshold = 0; \
+         SET datafusion.optimizer.hash_join_single_partition_threshold_rows = 0;";
     let queries = [
         "SELECT a.k, count(*), sum(b.v) FROM t a JOIN t b ON a.v = b.v + 3 \
          GROUP BY a.k ORDER BY a.k",
@@ -291,7 +291,12 @@ async fn joins_through_an_exchange_give_the_answer_of_the_whole_plan() {
          GROUP BY k ORDER BY k",
         "SELECT count(*), sum(a.v) FROM t a JOIN t b ON a.k = b.k AND a.v = b.v - 7",
     ];
-    for sql in queries {
+    for (sql, setup) in queries.iter().flat_map(|sql| {
+        [
+            (sql, views.clone()),
+            (sql, format!("{views} {partitioned}")),
+        ]
+    }) {
         let whole = session(ExecutorKind::DataFusion);
         whole.run(&setup).await.unwrap();
         let expected = pretty_format_batches(&whole.run(sql).await.unwrap().batches)
@@ -305,6 +310,12 @@ async fn joins_through_an_exchange_give_the_answer_of_the_whole_plan() {
             stages: Default::default(),
         };
         let plan = quiver.physical_plan(sql).await.unwrap();
+        let shown = displayable(plan.as_ref()).indent(false).to_string();
+        let mode = match setup.contains("threshold") {
+            true => "mode=Partitioned",
+            false => "mode=CollectLeft",
+        };
+        assert!(shown.contains(mode), "{sql}: {shown}");
         let batches = execute_with_fragments(plan, quiver.context().task_ctx(), &runner)
             .await
             .unwrap();

@@ -6,7 +6,9 @@
 //! Only joins that emit nothing for unmatched build rows qualify (inner, right, right
 //! semi, right anti, right mark): each bucket probes on its own, and no one would know
 //! which build rows no bucket matched. A build side larger than the runner's limit stays
-//! on the coordinator, computed once all the same.
+//! on the coordinator, computed once all the same; or, if the runner has an exchange and
+//! both sides are scans, the join is left to it (`exchange`), which also takes the joins
+//! whose build side the footers' statistics already put well over the limit.
 
 use std::sync::Arc;
 
@@ -34,10 +36,26 @@ pub fn broadcast_joins<'a>(
     context: &'a Arc<TaskContext>,
     runner: &'a dyn FragmentRunner,
 ) -> BoxFuture<'a, Result<Arc<dyn ExecutionPlan>>> {
+    broadcast_below(plan, false, context, runner)
+}
+
+/// `broadcast_joins` below a chain of per-partition operators that `reduced` (a partial
+/// aggregate or TopK in it), which is what makes an exchange worth it (`exchange`).
+fn broadcast_below<'a>(
+    plan: Arc<dyn ExecutionPlan>,
+    reduced: bool,
+    context: &'a Arc<TaskContext>,
+    runner: &'a dyn FragmentRunner,
+) -> BoxFuture<'a, Result<Arc<dyn ExecutionPlan>>> {
     Box::pin(async move {
+        let reduced_here = reduced || super::exchange::reduces_rows(&plan);
+        let chained = crate::fragment::is_per_partition(&plan)
+            .then(|| crate::fragment::probe_input(&plan).map(|(i, _)| i))
+            .flatten();
         let mut children = Vec::new();
         for (i, child) in plan.children().into_iter().enumerate() {
-            let rewritten = broadcast_joins(Arc::clone(child), context, runner).await?;
+            let below = reduced_here && chained == Some(i);
+            let rewritten = broadcast_below(Arc::clone(child), below, context, runner).await?;
             children.push(if Arc::ptr_eq(child, &rewritten) {
                 rewritten
             } else {
@@ -45,7 +63,9 @@ pub fn broadcast_joins<'a>(
             });
         }
         let plan = replace_children_if_necessary(plan, children)?;
-        Ok(broadcast(&plan, context, runner).await?.unwrap_or(plan))
+        Ok(broadcast(&plan, reduced, context, runner)
+            .await?
+            .unwrap_or(plan))
     })
 }
 
@@ -53,6 +73,7 @@ pub fn broadcast_joins<'a>(
 /// else in memory where it was. `None` when the join does not qualify.
 async fn broadcast(
     plan: &Arc<dyn ExecutionPlan>,
+    reduced: bool,
     context: &Arc<TaskContext>,
     runner: &dyn FragmentRunner,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
@@ -67,6 +88,7 @@ async fn broadcast(
         )
         || !is_fragment(probe)
         || !travels(build, context)
+        || super::exchange::takes_unmeasured(join, reduced, context, runner)
     {
         return Ok(None);
     }
@@ -80,6 +102,9 @@ async fn broadcast(
         MemorySourceConfig::try_new_exec(&[batches], build.schema(), None)?;
     let limit = runner.broadcast_limit(context.session_config().options());
     if memory_bytes(&held) + memory_bytes(probe) > limit {
+        if super::exchange::takes(join, reduced, context, runner) {
+            return Ok(None);
+        }
         // Too big to travel: the coordinator joins as planned, over the computed side,
         // still behind an exchange (a merge of its one partition for a collected side), so
         // that the join is not taken for one that travels.
@@ -124,7 +149,7 @@ pub fn probes_alone(join: &HashJoinExec) -> bool {
 
 /// A join input without the exchange the planner put above it (a hash repartition for a
 /// partitioned join, a merge for a collected build side).
-fn below_exchange(plan: &Arc<dyn ExecutionPlan>) -> &Arc<dyn ExecutionPlan> {
+pub(super) fn below_exchange(plan: &Arc<dyn ExecutionPlan>) -> &Arc<dyn ExecutionPlan> {
     let is_exchange = plan.downcast_ref::<RepartitionExec>().is_some()
         || plan.downcast_ref::<CoalescePartitionsExec>().is_some();
     match plan.children().as_slice() {

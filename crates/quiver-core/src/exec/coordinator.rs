@@ -18,18 +18,18 @@ use super::FragmentRunner;
 use crate::fragment::{decode, encode, is_fragment, Fragment};
 use crate::scan::BucketScanExec;
 
-/// Runs `plan` the way the browser and Lambda do: joins of two big sides run through the
-/// runner's exchange if it has one (`exchange`), joins' build sides that fit are computed
-/// first and travel with their probe sides (`broadcast`), every fragment travels as bytes
-/// to `runner`, and the rest of the plan merges their outputs here. Fragments run
+/// Runs `plan` the way the browser and Lambda do: joins' build sides that fit are computed
+/// first and travel with their probe sides (`broadcast`), joins of two scans left over run
+/// through the runner's exchange if it has one (`exchange`), every fragment travels as
+/// bytes to `runner`, and the rest of the plan merges their outputs here. Fragments run
 /// concurrently (the two sides of a join left here fan out at once).
 pub async fn execute_with_fragments(
     plan: Arc<dyn ExecutionPlan>,
     context: Arc<TaskContext>,
     runner: &dyn FragmentRunner,
 ) -> Result<Vec<RecordBatch>> {
-    let plan = super::exchange::exchange_joins(plan, &context, runner).await?;
     let plan = super::broadcast::broadcast_joins(plan, &context, runner).await?;
+    let plan = super::exchange::exchange_joins(plan, &context, runner).await?;
     let mut found = Vec::new();
     travelling_fragments(&plan, &context, &mut found)?;
     let outputs = try_join_all(found.iter().map(|f| runner.run(f, &context))).await?;

@@ -1,6 +1,8 @@
-//! Joins of two big sides on the workers, through an exchange (as Lambada does): a
-//! partitioned hash join whose two sides are fragments, and whose build side is estimated
-//! too big to travel with its probe side (`broadcast`), runs in two waves of workers.
+//! Joins of two scans on the workers, through an exchange (as Lambada does): a hash join
+//! whose two sides are fragments, and which `broadcast` cannot send to its probe side (its
+//! build side is too big to travel, as measured or as estimated well over the limit; or
+//! its type needs every probe row to see a build row: left, full, left semi and anti
+//! joins), runs in two waves of workers.
 //!
 //! 1. The workers of each side run its fragment and hash the rows on the join keys into
 //!    one part per join partition, written as one object per worker.
@@ -21,14 +23,16 @@ use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::metrics::Time;
 use datafusion::physical_plan::repartition::{BatchPartitioner, RepartitionExec};
+use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::{replace_children_if_necessary, ExecutionPlan, Partitioning};
 use futures::future::BoxFuture;
 
-use super::broadcast::{distributed_as_required, travels};
+use super::broadcast::{below_exchange, distributed_as_required, is_memory, travels};
 use super::coordinator::held_output;
 use super::FragmentRunner;
 use crate::fragment::{encode, is_fragment, is_per_partition, probe_input, Fragment};
@@ -79,7 +83,7 @@ pub fn exchange_joins<'a>(
         if !runner.exchanges(config) {
             return Ok(plan);
         }
-        if let Some(stage) = stage_of(&plan, context, runner.broadcast_limit(config)) {
+        if let Some(stage) = stage_of(&plan, context) {
             let outputs = runner.exchange(&stage, context).await?;
             return held_output(&plan, outputs);
         }
@@ -96,21 +100,60 @@ pub fn exchange_joins<'a>(
     })
 }
 
-/// The stage whose top is `plan`: a chain of per-partition operators down to a partitioned
-/// join whose sides are fragments under hash repartitions, the build side estimated at more
-/// than `limit` bytes (a smaller one travels with the probe side instead).
-fn stage_of(
-    plan: &Arc<dyn ExecutionPlan>,
+/// Whether `runner` would run `join` through an exchange (see `stage_of`), below a chain
+/// of per-partition operators that `reduced` rows or not: so `broadcast` leaves it alone.
+pub(super) fn takes(
+    join: &HashJoinExec,
+    reduced: bool,
     context: &TaskContext,
-    limit: u64,
-) -> Option<ExchangeStage> {
-    let join = partitioned_join(plan)?;
-    let side = |input: &Arc<dyn ExecutionPlan>| {
-        let repartition = input.downcast_ref::<RepartitionExec>()?;
-        let Partitioning::Hash(keys, _) = repartition.partitioning() else {
-            return None;
-        };
-        let fragment = repartition.input();
+    runner: &dyn FragmentRunner,
+) -> bool {
+    runner.exchanges(context.session_config().options())
+        && (reduced || keeps_one_side(join))
+        && sides(join, context).is_some()
+}
+
+/// Whether `runner` takes `join` without `broadcast` computing its build side to measure it
+/// first: the footers' statistics put it over twice the broadcast limit. Statistics after
+/// filters are rough (TPC-H Q3 and Q5's build sides were estimated at 18.8 MB against a
+/// limit of 16 MiB, and held 9.1 MB); measuring a side costs computing it twice when it
+/// does not fit after all, so only those well over are trusted.
+pub(super) fn takes_unmeasured(
+    join: &HashJoinExec,
+    reduced: bool,
+    context: &TaskContext,
+    runner: &dyn FragmentRunner,
+) -> bool {
+    let limit = runner.broadcast_limit(context.session_config().options());
+    takes(join, reduced, context, runner)
+        && sides(join, context)
+            .is_some_and(|[build, _]| estimated_bytes(&build.fragment) > limit.saturating_mul(2))
+}
+
+/// The stage whose top is `plan`: a chain of per-partition operators down to a hash join
+/// whose two sides are fragments (below the exchange the planner put over each). After
+/// `broadcast`, such a join is one it left: not one that probes alone (left, full, left
+/// semi and anti joins), or one whose build side is too big to travel. And the stage must
+/// send back less than its sides (`reduces_rows` above the join, or `keeps_one_side`):
+/// joined rows held on the coordinator cost it as much memory as the sides would, and the
+/// trip through S3 bought nothing (TPC-H Q7, Q9 and Q18 at SF 1 sent back as much or
+/// more, after exchanging 100–240 MB).
+fn stage_of(plan: &Arc<dyn ExecutionPlan>, context: &TaskContext) -> Option<ExchangeStage> {
+    let (join, reduced) = stage_join(plan)?;
+    if !reduced && !keeps_one_side(join) {
+        return None;
+    }
+    Some(ExchangeStage {
+        plan: Arc::clone(plan),
+        sides: sides(join, context)?,
+    })
+}
+
+/// `join`'s build and probe sides, if both are fragments that travel (below the exchange
+/// the planner put over each), with the keys each side's rows hash on.
+fn sides(join: &HashJoinExec, context: &TaskContext) -> Option<[ExchangeSide; 2]> {
+    let side = |input: &Arc<dyn ExecutionPlan>, keys: Vec<Arc<dyn PhysicalExpr>>| {
+        let fragment = below_exchange(input);
         if !is_fragment(fragment) || !travels(fragment, context) {
             return None;
         }
@@ -119,14 +162,35 @@ fn stage_of(
                 plan: Arc::clone(fragment),
                 bytes: encode(fragment).ok()?,
             },
-            keys: keys.clone(),
+            keys,
         })
     };
-    let (build, probe) = (side(join.left())?, side(join.right())?);
-    (estimated_bytes(&build.fragment) > limit).then(|| ExchangeStage {
-        plan: Arc::clone(plan),
-        sides: [build, probe],
-    })
+    let (left, right) = join
+        .on()
+        .iter()
+        .map(|(left, right)| (Arc::clone(left), Arc::clone(right)))
+        .unzip();
+    Some([side(join.left(), left)?, side(join.right(), right)?])
+}
+
+/// A partial aggregate or a TopK: an operator that sends back fewer rows than it reads.
+pub(super) fn reduces_rows(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    let partial = plan
+        .downcast_ref::<AggregateExec>()
+        .is_some_and(|a| *a.mode() == AggregateMode::Partial);
+    let top_k = plan
+        .downcast_ref::<SortExec>()
+        .is_some_and(|s| s.fetch().is_some());
+    partial || top_k
+}
+
+/// A join that emits rows of one side at most (semi, anti and mark joins).
+fn keeps_one_side(join: &HashJoinExec) -> bool {
+    use datafusion::common::JoinType::*;
+    matches!(
+        join.join_type(),
+        LeftSemi | LeftAnti | RightSemi | RightAnti | LeftMark | RightMark
+    )
 }
 
 /// The bytes a fragment's output will hold, from the footers' statistics; where they give
@@ -144,21 +208,34 @@ fn estimated_bytes(fragment: &Fragment) -> u64 {
     }
 }
 
-/// The partitioned hash join at the bottom of `plan`'s chain of per-partition operators.
-fn partitioned_join(plan: &Arc<dyn ExecutionPlan>) -> Option<&HashJoinExec> {
+/// The hash join at the bottom of `plan`'s chain of per-partition operators, and whether
+/// an operator of the chain `reduces_rows`.
+fn stage_join(plan: &Arc<dyn ExecutionPlan>) -> Option<(&HashJoinExec, bool)> {
     let mut node = plan;
+    let mut reduced = false;
     loop {
-        if let Some(join) = node
-            .downcast_ref::<HashJoinExec>()
-            .filter(|j| *j.partition_mode() == PartitionMode::Partitioned)
-        {
-            return Some(join);
+        if let Some(join) = partitionable(node) {
+            return Some((join, reduced));
         }
         if !is_per_partition(node) {
             return None;
         }
+        reduced |= reduces_rows(node);
         node = probe_input(node)?.1;
     }
+}
+
+/// `plan` as a hash join that can run partitioned: partitioned already, or collecting its
+/// build side (not yet held in memory, which is `broadcast`'s), and not null-aware.
+fn partitionable(plan: &Arc<dyn ExecutionPlan>) -> Option<&HashJoinExec> {
+    plan.downcast_ref::<HashJoinExec>().filter(|join| {
+        !join.null_aware
+            && match join.partition_mode() {
+                PartitionMode::Partitioned => true,
+                PartitionMode::CollectLeft => !is_memory(join.left()),
+                PartitionMode::Auto => false,
+            }
+    })
 }
 
 /// A first-wave template's fragment and the partitioning its output is hashed into.
@@ -206,10 +283,7 @@ pub fn over_parts(
     build: Vec<RecordBatch>,
     probe: Vec<RecordBatch>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    if let Some(join) = stage
-        .downcast_ref::<HashJoinExec>()
-        .filter(|j| *j.partition_mode() == PartitionMode::Partitioned)
-    {
+    if let Some(join) = partitionable(stage) {
         let held = |rows: Vec<RecordBatch>, side: &Arc<dyn ExecutionPlan>| {
             MemorySourceConfig::try_new_exec(&[rows], side.schema(), None)
         };

@@ -4,9 +4,9 @@
 //! Lambda workers (`quiver-lambda-executor`).
 //!
 //! compute (the pool fragments compute on) → local (a fragment's partitions on that pool) →
-//! coordinator (fragments out to a runner, outputs merged), which first runs joins of two
-//! big sides through the runner's exchange (exchange) and moves other joins' build sides
-//! into their probe sides' fragments (broadcast)
+//! coordinator (fragments out to a runner, outputs merged), which first moves joins' small
+//! build sides into their probe sides' fragments (broadcast), then runs joins of two scans
+//! left over through the runner's exchange (exchange)
 
 pub mod broadcast;
 pub mod cancel;
