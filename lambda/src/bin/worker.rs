@@ -60,14 +60,17 @@ async fn main() -> Result<(), Error> {
             let response: WorkerResponse = handle(worker, event.payload)
                 .await
                 .map_err(|e| Error::from(quiver_core::describe(&e)))?;
-            eprintln!(
+            // One write: the emulator's instances share a log, and stderr is unbuffered,
+            // so a line formatted piece by piece interleaved with another worker's.
+            let line = format!(
                 "quiver worker {number} of {query}: {buckets} buckets, {} rows, {} requests, \
-                 {} bytes in {:.0} ms",
+                 {} bytes in {:.0} ms\n",
                 response.metrics.rows,
                 response.metrics.reads.requests,
                 response.metrics.reads.bytes_read,
                 started.elapsed().as_secs_f64() * 1e3
             );
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             Ok::<_, Error>(response)
         }
     }))
