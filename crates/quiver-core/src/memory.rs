@@ -4,13 +4,10 @@
 //! join's build side) fails with an error that names the limit and the operators holding
 //! the most, instead of the process being killed by the system.
 
-use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use datafusion::error::{DataFusionError, Result};
-use datafusion::execution::memory_pool::{
-    FairSpillPool, MemoryPool, TrackConsumersPool, UnboundedMemoryPool,
-};
+use datafusion::execution::memory_pool::{MemoryPool, UnboundedMemoryPool};
 
 /// DuckDB's default: 80% of the machine's (or the function's) memory. What DataFusion's
 /// pool counts is the operators' large buffers, not every allocation, so the rest is room
@@ -24,6 +21,7 @@ pub const SHARE_OF_MEMORY: f64 = 0.8;
 pub const SPILL_MERGE_FAN_IN: usize = 4;
 
 /// Operators named in an out-of-memory error: those holding the most.
+#[cfg(not(target_arch = "wasm32"))]
 const TOP_CONSUMERS: usize = 5;
 
 /// `quiver.memory_limit` in bytes; `None` is no limit.
@@ -86,12 +84,30 @@ pub fn default_limit() -> Option<u64> {
 /// The pool for `limit`: fair shares for the operators that can spill (each sort or
 /// aggregate gets its part of what the others cannot give back), the largest consumers
 /// named when a reservation fails.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn pool(limit: Option<u64>) -> Arc<dyn MemoryPool> {
+    use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
+    use std::num::NonZeroUsize;
     match limit {
         None => Arc::new(UnboundedMemoryPool::default()),
         Some(bytes) => Arc::new(TrackConsumersPool::new(
             FairSpillPool::new(usize::try_from(bytes).unwrap_or(usize::MAX)),
             NonZeroUsize::new(TOP_CONSUMERS).expect("a positive count"),
+        )),
+    }
+}
+
+/// In the browser: first come, first served, on one atomic counter. The fair and tracking
+/// pools lock a parking_lot mutex, and the page's main thread (which takes memory for the
+/// buckets it fetches) cannot park: when a compute thread held the lock, the module
+/// panicked "Parking not supported on this platform" and aborted (TPC-H Q7 in CI, cold).
+/// Nothing spills in the browser, so fair shares bought nothing there.
+#[cfg(target_arch = "wasm32")]
+pub fn pool(limit: Option<u64>) -> Arc<dyn MemoryPool> {
+    match limit {
+        None => Arc::new(UnboundedMemoryPool::default()),
+        Some(bytes) => Arc::new(datafusion::execution::memory_pool::GreedyMemoryPool::new(
+            usize::try_from(bytes).unwrap_or(usize::MAX),
         )),
     }
 }
