@@ -120,17 +120,33 @@ async fn broadcast(
             children,
         )?));
     }
-    Ok(Some(Arc::new(HashJoinExec::try_new(
+    Ok(Some(rejoin(
+        join,
         held,
         Arc::clone(probe),
+        PartitionMode::CollectLeft,
+    )?))
+}
+
+/// `join` made anew over `left` and `right` in `mode`: its keys, filter, type and
+/// projection kept, its runtime state (a built hash table) not.
+pub(super) fn rejoin(
+    join: &HashJoinExec,
+    left: Arc<dyn ExecutionPlan>,
+    right: Arc<dyn ExecutionPlan>,
+    mode: PartitionMode,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    Ok(Arc::new(HashJoinExec::try_new(
+        left,
+        right,
         join.on().to_vec(),
         join.filter().cloned(),
         join.join_type(),
         join.projection.as_deref().map(<[usize]>::to_vec),
-        PartitionMode::CollectLeft,
+        mode,
         join.null_equality(),
-        false,
-    )?)))
+        join.null_aware,
+    )?))
 }
 
 /// Whether `join` emits nothing for build rows no probe row matched (inner, right, right
@@ -187,7 +203,7 @@ fn memory_bytes(plan: &Arc<dyn ExecutionPlan>) -> u64 {
 /// scalar subquery's) does not survive encoding. Rows already held always do; encoding
 /// them only to find that out copied a side kept here (over the limit, so possibly
 /// hundreds of MB) each time an enclosing build side was computed.
-pub(super) fn travels(plan: &Arc<dyn ExecutionPlan>, context: &TaskContext) -> bool {
+fn travels(plan: &Arc<dyn ExecutionPlan>, context: &TaskContext) -> bool {
     is_memory(plan)
         || encode(plan)
             .and_then(|bytes| decode(&bytes, context))

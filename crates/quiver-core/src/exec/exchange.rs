@@ -32,10 +32,10 @@ use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::{replace_children_if_necessary, ExecutionPlan, Partitioning};
 use futures::future::BoxFuture;
 
-use super::broadcast::{below_exchange, distributed_as_required, is_memory, travels};
+use super::broadcast::{below_exchange, distributed_as_required, is_memory, rejoin};
 use super::coordinator::held_output;
 use super::FragmentRunner;
-use crate::fragment::{encode, is_fragment, is_per_partition, probe_input, Fragment};
+use crate::fragment::{decode, encode, is_fragment, is_per_partition, probe_input, Fragment};
 
 /// A join run through an exchange, with the per-partition operators above it.
 pub struct ExchangeStage {
@@ -108,9 +108,19 @@ pub(super) fn takes(
     context: &TaskContext,
     runner: &dyn FragmentRunner,
 ) -> bool {
-    runner.exchanges(context.session_config().options())
-        && (reduced || keeps_one_side(join))
-        && sides(join, context).is_some()
+    taken_sides(join, reduced, context, runner).is_some()
+}
+
+/// The sides of a join `runner` would take (see `takes`), each encoded once.
+fn taken_sides(
+    join: &HashJoinExec,
+    reduced: bool,
+    context: &TaskContext,
+    runner: &dyn FragmentRunner,
+) -> Option<[ExchangeSide; 2]> {
+    let taken =
+        runner.exchanges(context.session_config().options()) && (reduced || keeps_one_side(join));
+    taken.then(|| sides(join, context)).flatten()
 }
 
 /// Whether `runner` takes `join` without `broadcast` computing its build side to measure it
@@ -125,9 +135,8 @@ pub(super) fn takes_unmeasured(
     runner: &dyn FragmentRunner,
 ) -> bool {
     let limit = runner.broadcast_limit(context.session_config().options());
-    takes(join, reduced, context, runner)
-        && sides(join, context)
-            .is_some_and(|[build, _]| estimated_bytes(&build.fragment) > limit.saturating_mul(2))
+    taken_sides(join, reduced, context, runner)
+        .is_some_and(|[build, _]| estimated_bytes(&build.fragment) > limit.saturating_mul(2))
 }
 
 /// The stage whose top is `plan`: a chain of per-partition operators down to a hash join
@@ -154,13 +163,17 @@ fn stage_of(plan: &Arc<dyn ExecutionPlan>, context: &TaskContext) -> Option<Exch
 fn sides(join: &HashJoinExec, context: &TaskContext) -> Option<[ExchangeSide; 2]> {
     let side = |input: &Arc<dyn ExecutionPlan>, keys: Vec<Arc<dyn PhysicalExpr>>| {
         let fragment = below_exchange(input);
-        if !is_fragment(fragment) || !travels(fragment, context) {
+        if !is_fragment(fragment) {
             return None;
         }
+        // Encoded once; a fragment whose bytes do not decode (a scalar subquery's value
+        // in it) does not travel.
+        let bytes = encode(fragment).ok()?;
+        decode(&bytes, context).ok()?;
         Some(ExchangeSide {
             fragment: Fragment {
                 plan: Arc::clone(fragment),
-                bytes: encode(fragment).ok()?,
+                bytes,
             },
             keys,
         })
@@ -287,17 +300,8 @@ pub fn over_parts(
         let held = |rows: Vec<RecordBatch>, side: &Arc<dyn ExecutionPlan>| {
             MemorySourceConfig::try_new_exec(&[rows], side.schema(), None)
         };
-        return Ok(Arc::new(HashJoinExec::try_new(
-            held(build, join.left())?,
-            held(probe, join.right())?,
-            join.on().to_vec(),
-            join.filter().cloned(),
-            join.join_type(),
-            join.projection.as_deref().map(<[usize]>::to_vec),
-            PartitionMode::Partitioned,
-            join.null_equality(),
-            join.null_aware,
-        )?));
+        let (left, right) = (held(build, join.left())?, held(probe, join.right())?);
+        return rejoin(join, left, right, PartitionMode::Partitioned);
     }
     let (index, child) = probe_input(stage)
         .ok_or_else(|| DataFusionError::Internal("an exchange stage without its join".into()))?;
