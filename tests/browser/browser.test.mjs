@@ -691,7 +691,7 @@ test('a Parquet file picked from disk or dropped on the page is a table, read by
 
 // h. errors
 
-test('a wrong path and bad SQL give clear errors, and nothing uncaught', async (t) => {
+test('a wrong path, bad SQL and a file that aborts the module give clear errors, and nothing uncaught', async (t) => {
   await withConsole(t, [mainPage], async () => {
     const missing = fixtures.queries['error/missing'];
     await mainPage.runInUi(missing);
@@ -710,6 +710,16 @@ test('a wrong path and bad SQL give clear errors, and nothing uncaught', async (
     assert.match(text, /SELEC|syntax|expected|pars/i, `#error should point at the SQL; it says ${JSON.stringify(text)}`);
     t.diagnostic(`bad SQL: ${text.trim()}`);
     assert.equal((await mainPage.query(fixtures.queries['error/syntax'])).ok, false);
+
+    // A file whose ARROW:schema hint makes Arrow panic: natively an error, here an aborted
+    // module. The query fails with the panic's message, and the page goes on with a new engine.
+    await mainPage.markTexts([UI.status, UI.error]);
+    await mainPage.page.setInputFiles('#file-picker',
+      path.join(REPO, 'crates/quiver-core/tests/hostile/mutated-footer-4716.parquet'));
+    text = await mainPage.waitForText(UI.error, /\S/);
+    assert.match(text, /engine stopped: panicked at .*bit width of 65568.*new engine was started/s,
+      `#error should give the panic and say the engine restarted; it says ${JSON.stringify(text)}`);
+    t.diagnostic(`aborted module: ${text.trim()}`);
 
     // A sort past the memory limit cannot spill here (no disk): an error naming the limit,
     // not an aborted module.

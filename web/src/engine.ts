@@ -1,7 +1,8 @@
 // The page's side of the engine worker: requests as Promises, progress callbacks, and
 // cancel, which stops the running query inside the worker (caches, settings and opened files
 // stay), or, when the worker does not stop it in time, ends the worker and starts a fresh
-// one with the same settings, files and, if the page still holds them, the same keys.
+// one with the same settings, files and, if the page still holds them, the same keys. A
+// module that aborts (a panic) is replaced the same way, its request failing with the cause.
 
 import type { FileMetadata, Progress } from "./quiver-wasm";
 import type {
@@ -46,6 +47,8 @@ export class EngineClient {
   private files = new Map<string, File>();
   /** Until a cancel has stopped the query (or ended its worker), new requests wait. */
   private settling: Promise<void> = Promise.resolve();
+  /** Whether the current worker's engine has started (a fatal error restarts only those). */
+  private started = false;
 
   constructor(private readonly options: StartOptions) {
     this.start();
@@ -121,9 +124,16 @@ export class EngineClient {
     this.worker.onerror = (event) => {
       this.failAll(new Error(`the engine worker failed: ${event.message || "could not start"}`));
     };
+    this.started = false;
     this.ready = this.post("init", this.options);
-    // Whoever awaits ready sees a failure; this only keeps it from counting as unhandled.
-    this.ready.catch(() => {});
+    const worker = this.worker;
+    this.ready.then(
+      () => {
+        if (this.worker === worker) this.started = true;
+      },
+      // Whoever awaits ready sees a failure; this only keeps it from counting as unhandled.
+      () => {},
+    );
     // Requests run in order in the worker, so these apply before anything sent later. They
     // were accepted by the previous worker; a failure here shows in the next query's error.
     for (const [key, value] of this.settings) this.post("set", { key, value }).catch(() => {});
@@ -154,6 +164,19 @@ export class EngineClient {
   }
 
   private receive(message: WorkerMessage): void {
+    if (message.type === "fatal") {
+      // The module aborted and answers nothing more: its requests fail with the cause, and
+      // the next request goes to a fresh worker (cold caches, the same settings and files).
+      // One that never started is not started again: its error answers every request.
+      if (!this.started) {
+        this.failAll(new Error(message.message));
+        return;
+      }
+      this.worker.terminate();
+      this.failAll(new Error(`${message.message} (a new engine was started; its caches are cold)`));
+      this.start();
+      return;
+    }
     const pending = this.pending.get(message.id);
     if (!pending) return;
     if (message.type === "progress") {

@@ -20,6 +20,32 @@ let engine: Promise<Engine> | null = null;
 let lastResult: QueryResult | null = null;
 let queue: Promise<void> = Promise.resolve();
 
+// A Rust panic aborts the module: a trap, after the panic hook has written the message to
+// the console. What was waiting on the module is never answered, so the page is told (and
+// starts a new worker). The trap surfaces as an uncaught error (a rayon thread's reaches
+// here too) or, inside a future's poll, as an unhandled rejection.
+let lastPanic = "";
+const consoleError = console.error.bind(console);
+console.error = (...args: unknown[]) => {
+  const text = args.map(String).join(" ");
+  if (text.startsWith("panicked at")) lastPanic = text.split("\n\nStack:")[0];
+  consoleError(...args);
+};
+function fatal(what: string): void {
+  const message = `the engine stopped: ${lastPanic || what}`;
+  scope.postMessage({ id: 0, type: "fatal", message });
+}
+self.addEventListener("error", (event) => {
+  fatal(event.message);
+  event.preventDefault();
+});
+self.addEventListener("unhandledrejection", (event) => {
+  if (event.reason instanceof WebAssembly.RuntimeError) {
+    fatal(String(event.reason));
+    event.preventDefault();
+  }
+});
+
 scope.onmessage = (event) => {
   const request = event.data;
   if (request.type === "cancel") {

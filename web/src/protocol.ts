@@ -65,4 +65,6 @@ export type Request = {
 export type WorkerMessage =
   | { id: number; type: "reply"; value: unknown }
   | { id: number; type: "error"; message: string }
-  | { id: number; type: "progress"; progress: Progress };
+  | { id: number; type: "progress"; progress: Progress }
+  // The module aborted (a panic is a trap in wasm): nothing more will be answered.
+  | { id: 0; type: "fatal"; message: string };

@@ -81,11 +81,19 @@ pub fn describe(error: &DataFusionError) -> String {
     }
 }
 
+/// `contain_panic` where panics abort (the browser's build): nothing can be contained, so
+/// `work` just runs, and the panic hook prints the message, the only trace of why the
+/// module stopped (the page then starts a new one).
+#[cfg(panic = "abort")]
+pub fn contain_panic<T>(work: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    Ok(work())
+}
+
 /// Runs `work`, turning a panic into an error message. Arrow's reading of schema
 /// flatbuffers (a Parquet file's `ARROW:schema` hint, a fragment's scan schema) asserts
 /// instead of failing on some malformed input, and a hostile file must give an error, not
 /// take the process down. The panic is not printed: it is reported as the error.
-/// (Where panics abort, as in the browser's build, this cannot help.)
+#[cfg(not(panic = "abort"))]
 pub fn contain_panic<T>(work: impl FnOnce() -> T) -> std::result::Result<T, String> {
     use std::cell::Cell;
     use std::panic::{catch_unwind, set_hook, take_hook, AssertUnwindSafe};
