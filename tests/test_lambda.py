@@ -243,6 +243,37 @@ def test_each_worker_answers_one_top_k(emulator, s3, tpch_data):
     assert workers["rows"] <= 7 * WORKERS, workers
 
 
+def test_workers_read_exactly_the_footer_the_coordinator_read(emulator, s3, tpch_data):
+    """The coordinator finds a file's footer in its last 512 KiB and tells the workers the
+    footer's length: each worker's footer read is then exactly the footer and its 8-byte
+    tail, not another 512 KiB (16 workers on one file once read 8 MiB of tails)."""
+    import pyarrow.parquet as pq
+
+    local = os.path.join(tpch_data, "single", "lineitem.parquet")
+    size = os.path.getsize(local)
+    with open(local, "rb") as f:
+        f.seek(size - 8)
+        footer = int.from_bytes(f.read(4), "little") + 8
+    # A new key: no function has its footer cached.
+    key = f"fresh/lineitem-{time.time_ns()}.parquet"
+    s3.client().upload_file(local, s3.bucket, key)
+    s3.control.reset()
+    try:
+        body = invoke_query(emulator, f"SELECT count(*) AS n FROM '{s3.url(key)}' "
+                            "WHERE l_quantity > 0",
+                            fmt="json", settings={**SETTINGS, "quiver.max_bucket_bytes": "1"})
+        requests = s3.control.stats()["requests"]
+    finally:
+        s3.client().delete_object(Bucket=s3.bucket, Key=key)
+    assert body["result"] == [{"n": pq.ParquetFile(local).metadata.num_rows}]
+    tails = sorted(r["bytes"] for r in requests
+                   if r["kind"] == "GetObject" and r["path"].endswith(key)
+                   and (r["range"] or "").endswith(f"-{size - 1}"))
+    # The coordinator's read, then one per worker (a hedged duplicate may add one).
+    assert tails[-1] == 512 * 1024 and tails[:-1] == [footer] * (len(tails) - 1), tails
+    assert len(tails) - 1 >= WORKERS, tails
+
+
 @pytest.mark.parametrize("fault", ["error", "panic", "crash"])
 def test_a_worker_that_fails_once_is_retried(emulator, s3, oracle, fault):
     with open(emulator.fault_file, "w") as f:

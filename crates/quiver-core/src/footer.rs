@@ -1,6 +1,8 @@
 //! Footers: read and parsed once per file, shared by every bucket of that file. The first
 //! read takes the file's last `FOOTER_READ_BYTES` in one request, which holds the whole
-//! footer of nearly every file; a larger footer costs exactly one more request.
+//! footer of nearly every file; a larger footer costs exactly one more request. Where the
+//! footer's length is known (a Lambda worker, told by the planner), a large file's first
+//! read is exactly the footer.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -10,6 +12,7 @@ use bytes::{Bytes, BytesMut};
 use datafusion::arrow::datatypes::Schema;
 use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use tokio::sync::OnceCell;
 
 use crate::cache::BlockCache;
 use crate::error::{QuiverError, Result};
@@ -26,47 +29,56 @@ const FOOTER_TAIL: u64 = 8;
 
 #[derive(Debug, Default)]
 pub struct FooterCache {
-    /// Keyed by path and version (etag, or size + mtime), so a rewritten file is re-read;
-    /// each footer with its encoded length (`parquet_file_metadata` reports it).
-    entries: Mutex<HashMap<(String, String), CachedFooter>>,
+    /// Keyed by path and version (etag, or size + mtime), so a rewritten file is re-read.
+    /// One cell per file: buckets of a file that ask at once (a worker's partitions) share
+    /// one read, the first asking and the others waiting for its answer.
+    entries: Mutex<HashMap<(String, String), FooterCell>>,
 }
 
-/// A parsed footer and its encoded length.
-type CachedFooter = (Arc<ParquetMetaData>, u64);
+/// A file's footer, once read: parsed, with its encoded length (`parquet_file_metadata`
+/// reports it).
+type FooterCell = Arc<OnceCell<(Arc<ParquetMetaData>, u64)>>;
 
 impl FooterCache {
     pub async fn load(
         &self,
         source: &dyn ObjectSource,
         meta: &ObjectMeta,
+        known_len: Option<u64>,
         metrics: &QueryMetrics,
         blocks: &BlockCache,
         hedge: &HedgePolicy,
     ) -> Result<Arc<ParquetMetaData>> {
         let key = (meta.path.clone(), meta.version.clone());
-        if let Some(found) = self
-            .entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-        {
+        let cell = Arc::clone(
+            self.entries
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(key)
+                .or_default(),
+        );
+        let mut read_here = false;
+        let (parsed, _) = cell
+            .get_or_try_init(|| {
+                read_here = true;
+                async {
+                    let (parsed, len) =
+                        read_footer(source, meta, known_len, metrics, blocks, hedge).await?;
+                    Ok::<_, QuiverError>((Arc::new(parsed), len))
+                }
+            })
+            .await?;
+        if !read_here {
             QueryMetrics::add(&metrics.footer_cache_hits, 1);
-            return Ok(Arc::clone(&found.0));
         }
-        let (parsed, encoded_len) = read_footer(source, meta, metrics, blocks, hedge).await?;
-        let parsed = Arc::new(parsed);
-        self.entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, (Arc::clone(&parsed), encoded_len));
-        Ok(parsed)
+        Ok(Arc::clone(parsed))
     }
 
     /// The encoded length of a footer this cache holds.
     pub fn encoded_len(&self, meta: &ObjectMeta) -> Option<u64> {
         let key = (meta.path.clone(), meta.version.clone());
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.get(&key).map(|(_, len)| *len)
+        entries.get(&key)?.get().map(|(_, len)| *len)
     }
 }
 
@@ -86,6 +98,7 @@ pub fn arrow_schema(path: &str, metadata: &ParquetMetaData) -> Result<Schema> {
 async fn read_footer(
     source: &dyn ObjectSource,
     meta: &ObjectMeta,
+    known_len: Option<u64>,
     metrics: &QueryMetrics,
     blocks: &BlockCache,
     hedge: &HedgePolicy,
@@ -101,7 +114,13 @@ async fn read_footer(
             meta.size
         )));
     }
-    let first = FOOTER_READ_BYTES.min(meta.size);
+    // A small file is read whole whatever its footer's length: its column chunks then come
+    // from the block cache. A wrong `known_len` costs one more request, like a long footer.
+    let first = match known_len {
+        Some(len) if meta.size > FOOTER_READ_BYTES => len.saturating_add(FOOTER_TAIL),
+        _ => FOOTER_READ_BYTES,
+    }
+    .min(meta.size);
     let tail = fetch(source, meta, meta.size - first..meta.size, metrics, hedge).await?;
     // A small file's tail is the whole file: its column chunks then cost no second request.
     blocks.insert(meta, &[(meta.size - first, tail.clone())]);
@@ -220,4 +239,86 @@ async fn fetch(
     let size = bytes.len() as u64;
     metrics.timeline.end(started, SpanKind::Footer, lane, size);
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::LocalSource;
+    use datafusion::arrow::array::{Int64Array, RecordBatch};
+    use datafusion::arrow::datatypes::{DataType, Field};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    /// A Parquet file of about 800 KB (no dictionary, no compression) and its footer length.
+    async fn large_file(dir: &std::path::Path) -> (ObjectMeta, u64) {
+        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
+        let path = dir.join("large.parquet");
+        let mut file = std::fs::File::create(&path).unwrap();
+        let properties = WriterProperties::builder()
+            .set_dictionary_enabled(false)
+            .build();
+        let mut writer =
+            ArrowWriter::try_new(&mut file, Arc::clone(&schema), Some(properties)).unwrap();
+        let values = (0..100_000i64).map(|i| i.wrapping_mul(0x5851_F42D_4C95_7F2D));
+        let column = Arc::new(Int64Array::from_iter_values(values));
+        writer
+            .write(&RecordBatch::try_new(schema, vec![column]).unwrap())
+            .unwrap();
+        writer.close().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let tail = &bytes[bytes.len() - 8..bytes.len() - 4];
+        let footer_len = u32::from_le_bytes(tail.try_into().unwrap()) as u64;
+        let meta = LocalSource.head(path.to_str().unwrap()).await.unwrap();
+        (meta, footer_len)
+    }
+
+    /// Reads the footer with a cold cache; (requests, bytes read).
+    async fn cold_read(meta: &ObjectMeta, known_len: Option<u64>) -> (u64, u64) {
+        let metrics = QueryMetrics::default();
+        let footers = FooterCache::default();
+        let (blocks, hedge) = (BlockCache::default(), HedgePolicy::default());
+        let parsed = footers
+            .load(&LocalSource, meta, known_len, &metrics, &blocks, &hedge)
+            .await
+            .unwrap();
+        assert_eq!(parsed.file_metadata().num_rows(), 100_000);
+        (
+            metrics.footer_requests.load(Relaxed),
+            metrics.bytes_read.load(Relaxed),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_known_footer_length_reads_exactly_the_footer_and_a_wrong_one_one_more_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let (meta, footer_len) = large_file(dir.path()).await;
+        assert!(meta.size > FOOTER_READ_BYTES, "{} bytes", meta.size);
+        assert_eq!(cold_read(&meta, None).await, (1, FOOTER_READ_BYTES));
+        assert_eq!(
+            cold_read(&meta, Some(footer_len)).await,
+            (1, footer_len + FOOTER_TAIL)
+        );
+        // Too short (a hostile or stale request): the rest of the footer in a second read.
+        assert_eq!(
+            cold_read(&meta, Some(footer_len / 2)).await,
+            (2, footer_len + FOOTER_TAIL)
+        );
+    }
+
+    #[tokio::test]
+    async fn buckets_that_ask_at_once_share_one_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (meta, _) = large_file(dir.path()).await;
+        let metrics = QueryMetrics::default();
+        let footers = FooterCache::default();
+        let (blocks, hedge) = (BlockCache::default(), HedgePolicy::default());
+        let loads =
+            (0..4).map(|_| footers.load(&LocalSource, &meta, None, &metrics, &blocks, &hedge));
+        let parsed = futures::future::try_join_all(loads).await.unwrap();
+        assert!(parsed.iter().all(|p| Arc::ptr_eq(p, &parsed[0])));
+        assert_eq!(metrics.footer_requests.load(Relaxed), 1);
+        assert_eq!(metrics.footer_cache_hits.load(Relaxed), 3);
+    }
 }

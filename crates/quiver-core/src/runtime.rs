@@ -94,9 +94,28 @@ impl QuiverRuntime {
         meta: &ObjectMeta,
         metrics: &QueryMetrics,
     ) -> datafusion::error::Result<Arc<ParquetMetaData>> {
+        self.footer_of_length(source, meta, None, metrics).await
+    }
+
+    /// `footer`, for a file whose footer length the planner already knows (`ScanFile`): a
+    /// cold read then takes exactly the footer.
+    pub async fn footer_of_length(
+        &self,
+        source: &dyn ObjectSource,
+        meta: &ObjectMeta,
+        known_len: Option<u64>,
+        metrics: &QueryMetrics,
+    ) -> datafusion::error::Result<Arc<ParquetMetaData>> {
         Ok(self
             .footers
-            .load(source, meta, metrics, &self.blocks, &self.hedge())
+            .load(
+                source,
+                meta,
+                known_len,
+                metrics,
+                &self.blocks,
+                &self.hedge(),
+            )
             .await?)
     }
 

@@ -430,7 +430,7 @@ impl TableProvider for QuiverTable {
             files_index_pruned: index_pruned,
             ..Default::default()
         };
-        self.bucket_scan(state, &metrics, summary, &listing_batch, &columns, files)
+        self.bucket_scan(state, &runtime, summary, &listing_batch, &columns, files)
     }
 }
 
@@ -622,12 +622,13 @@ impl QuiverTable {
     fn bucket_scan(
         &self,
         state: &dyn Session,
-        metrics: &QueryMetrics,
+        runtime: &QuiverRuntime,
         mut summary: ScanSummary,
         listing_batch: &RecordBatch,
         columns: &ScanColumns,
         files: Vec<FilePlan>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        let metrics = &runtime.metrics();
         for file in &files {
             let read = file.work.row_groups.len();
             summary.row_groups += read;
@@ -663,6 +664,7 @@ impl QuiverTable {
             .enumerate()
             .map(|(i, file)| ScanFile {
                 meta: file.meta.clone(),
+                footer_len: runtime.footers.encoded_len(&file.meta),
                 listing_values: (0..listing_batch.num_columns())
                     .map(|c| {
                         let value = ScalarValue::try_from_array(listing_batch.column(c), i).ok()?;
