@@ -120,13 +120,16 @@ export class EngineClient {
 
   private start(): void {
     this.worker = new Worker(new URL("./engine.worker.ts", import.meta.url), { type: "module", name: "quiver-engine" });
-    this.worker.onmessage = (event: MessageEvent<WorkerMessage>) => this.receive(event.data);
+    const worker = this.worker;
+    // Only the current worker is heard: an ended one may have queued a message or two.
+    worker.onmessage = (event: MessageEvent<WorkerMessage>) => {
+      if (this.worker === worker) this.receive(event.data);
+    };
     this.worker.onerror = (event) => {
       this.failAll(new Error(`the engine worker failed: ${event.message || "could not start"}`));
     };
     this.started = false;
     this.ready = this.post("init", this.options);
-    const worker = this.worker;
     this.ready.then(
       () => {
         if (this.worker === worker) this.started = true;

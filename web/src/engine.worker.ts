@@ -22,8 +22,9 @@ let queue: Promise<void> = Promise.resolve();
 
 // A Rust panic aborts the module: a trap, after the panic hook has written the message to
 // the console. What was waiting on the module is never answered, so the page is told (and
-// starts a new worker). The trap surfaces as an uncaught error (a rayon thread's reaches
-// here too) or, inside a future's poll, as an unhandled rejection.
+// starts a new worker). The trap surfaces as an uncaught error (a rayon thread's should
+// too, as its nested worker's error propagates here) or, inside a future's poll, as an
+// unhandled rejection.
 let lastPanic = "";
 const consoleError = console.error.bind(console);
 console.error = (...args: unknown[]) => {
