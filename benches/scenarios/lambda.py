@@ -303,7 +303,7 @@ def _progress(label, outcome):
 
 
 def _warm_up(emulator, setup_sql, counter):
-    """WARMUP_RUNS queries at 8 workers (every instance started, its footer cache filled);
+    """WARMUP_RUNS queries at the most workers (every instance started, its footer cache filled);
     returns what they read: footer requests of the workers and of the coordinators."""
     warm = {"runs": 0, "worker_footers": 0, "coordinator_footers": 0, "gets": 0,
             "seconds": 0.0, "errors": []}

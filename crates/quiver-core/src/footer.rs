@@ -114,15 +114,14 @@ async fn read_footer(
             meta.size
         )));
     }
-    // A small file is read whole whatever its footer's length: its column chunks then come
-    // from the block cache. A wrong `known_len` costs one more request, like a long footer.
+    // A small file's tail is the whole file, whatever its footer's length: its column chunks
+    // then cost no second request. A wrong `known_len` costs one more, like a long footer.
     let first = match known_len {
         Some(len) if meta.size > FOOTER_READ_BYTES => len.saturating_add(FOOTER_TAIL),
         _ => FOOTER_READ_BYTES,
     }
     .min(meta.size);
     let tail = fetch(source, meta, meta.size - first..meta.size, metrics, hedge).await?;
-    // A small file's tail is the whole file: its column chunks then cost no second request.
     blocks.insert(meta, &[(meta.size - first, tail.clone())]);
     let end = &tail[tail.len() - FOOTER_TAIL as usize..];
     if &end[4..] != b"PAR1" {

@@ -63,6 +63,22 @@ pub struct ScanFile {
     pub footer_len: Option<u64>,
 }
 
+impl ScanFile {
+    /// The file's source and parsed footer (read now if nothing has read it yet).
+    async fn open(
+        &self,
+        runtime: &QuiverRuntime,
+        options: &QuiverOptions,
+        metrics: &QueryMetrics,
+    ) -> Result<(Arc<dyn ObjectSource>, Arc<ParquetMetaData>)> {
+        let source = runtime.sources.for_path(&self.meta.path, &options.s3())?;
+        let metadata = runtime
+            .footer_of_length(source.as_ref(), &self.meta, self.footer_len, metrics)
+            .await?;
+        Ok((source, metadata))
+    }
+}
+
 /// What the plan says it will read, for EXPLAIN.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ScanSummary {
@@ -252,10 +268,7 @@ impl BucketScanExec {
             let Some(file) = self.files.get(bucket.file) else {
                 continue;
             };
-            let source = runtime.sources.for_path(&file.meta.path, &options.s3())?;
-            let metadata = runtime
-                .footer_of_length(source.as_ref(), &file.meta, file.footer_len, metrics)
-                .await?;
+            let (source, metadata) = file.open(runtime, options, metrics).await?;
             reads.push(BucketRead {
                 ranges: self.bucket_ranges(&file.meta, &metadata, bucket)?,
                 meta: file.meta.clone(),
@@ -649,10 +662,7 @@ impl BucketScanExec {
             ))
         })?;
         let meta = &file.meta;
-        let source = runtime.sources.for_path(&meta.path, &options.s3())?;
-        let metadata = runtime
-            .footer_of_length(source.as_ref(), meta, file.footer_len, metrics)
-            .await?;
+        let (source, metadata) = file.open(runtime, options, metrics).await?;
         let ranges = self.bucket_ranges(meta, &metadata, bucket)?;
         let lane = self.lane(bucket);
         let fetched = fetch_ranges(
