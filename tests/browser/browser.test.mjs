@@ -359,6 +359,12 @@ test('the isolated page runs the threaded build on several threads', async (t) =
     assert.ok(info.threads >= 2, `ready gave ${JSON.stringify(info)}`);
     const text = await mainPage.waitForText(UI.threads, new RegExp(`\\b${info.threads}\\b`), 30_000);
     t.diagnostic(`#threads: ${text.trim()}`);
+    // DataFusion's locks are parking_lot's, whose wasm parker panics on any contended lock
+    // unless its `nightly` feature is on (crates/quiver-wasm/Cargo.toml): then the module
+    // aborts whenever two threads meet on a lock, which a test hits only by chance.
+    const module = readFileSync(path.join(DIST, 'wasm', 'threads', 'quiver_wasm_bg.wasm'));
+    assert.equal(module.indexOf('Parking not supported on this platform'), -1,
+      'the threads build has the wasm parker that panics: parking_lot_core lacks `nightly`');
     mainPage.assertNoPageErrors();
   });
 });
