@@ -107,6 +107,15 @@ def test_output_file_parquet(quiver, data):
               "SELECT id, name FROM 'f.parquet'", cwd=data)
     table = pq.read_table(data / "out.parquet")
     assert table.num_rows == 3 and table.column_names == ["id", "name"]
+    # Written as COPY writes: zstd, and row groups of 122,880 rows (so the writer holds
+    # no more than one of them).
+    write(str(data / "big.parquet"), 300_000)
+    quiver.ok("query", "--format", "parquet", "--output", str(data / "big-out.parquet"),
+              "SELECT * FROM 'big.parquet'", cwd=data)
+    meta = pq.ParquetFile(data / "big-out.parquet").metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == \
+        [122_880, 122_880, 300_000 - 2 * 122_880]
+    assert meta.row_group(0).column(0).compression == "ZSTD"
 
 
 def test_output_file_arrow(quiver, data):
@@ -315,6 +324,31 @@ def test_profile_reports_requests_and_phases(quiver, data):
     # The footer read takes the last 512 KiB: all of a small file, so no second request.
     assert profile_number(proc.stderr, "requests:") == 1
     assert "time execute:" in proc.stderr
+
+
+def test_a_local_file_is_read_as_the_decoder_asks(quiver, tmp_path):
+    """Local files are not fetched a bucket at a time but read as the decoder asks (the page
+    cache is their fetching ahead), so a scan holds one row group, not a bucket: one read per
+    row group (its column chunks are adjacent), except what the footer's read (the file's
+    last 512 KiB) already holds, and nothing the plan did not foresee."""
+    path = tmp_path / "ten.parquet"
+    write(str(path), 400_000, row_group_size=40_000, compression="none")
+    meta = pq.ParquetFile(path).metadata
+    tail = os.path.getsize(path) - 512 * 1024
+    assert meta.num_row_groups == 10 and tail > 0
+
+    def start(rg):
+        chunks = [meta.row_group(rg).column(c) for c in range(meta.num_columns)]
+        return min(c.dictionary_page_offset or c.data_page_offset for c in chunks)
+
+    outside_tail = sum(1 for rg in range(meta.num_row_groups) if start(rg) < tail)
+    proc = quiver.run("query", "--profile", "--format", "csv",
+                      "SELECT sum(id) AS s, count(name) AS n FROM 'ten.parquet'", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["s,n", f"{sum(range(400_000))},400000"]
+    requests = next(l for l in proc.stderr.splitlines() if l.startswith("requests:"))
+    assert profile_number(proc.stderr, "requests:") == 1 + outside_tail, requests
+    assert "0 unplanned" in requests, requests
 
 
 def test_bad_setting_is_a_clear_error(quiver):

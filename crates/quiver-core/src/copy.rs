@@ -14,8 +14,6 @@ use datafusion::arrow::compute::{cast, take_record_batch};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
 use crate::runtime::QuiverRuntime;
@@ -164,8 +162,11 @@ impl<'a> CopyWriter<'a> {
             }
         };
         let staging = Staging::for_destination(&path)?;
-        let writer =
-            ArrowWriter::try_new(staging, Arc::clone(&self.file_schema), Some(properties()))?;
+        let writer = ArrowWriter::try_new(
+            staging,
+            Arc::clone(&self.file_schema),
+            Some(crate::format::parquet_properties()),
+        )?;
         Ok(OpenFile {
             path,
             rows: 0,
@@ -377,12 +378,6 @@ pub async fn discard(runtime: &QuiverRuntime, s3: &S3Options, written: &[Written
             let _ = source.delete(&file.path).await;
         }
     }
-}
-
-fn properties() -> WriterProperties {
-    WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .build()
 }
 
 /// Row indexes of `batch` per distinct value of its key columns, as text.

@@ -36,6 +36,18 @@ pub struct FetchOptions {
     pub hedge: HedgePolicy,
 }
 
+impl FetchOptions {
+    /// Only touching ranges merge, with no size cap: one read per run of adjacent column
+    /// chunks, for a source read on demand (a read costs no round trip there).
+    pub fn contiguous() -> Self {
+        Self {
+            coalesce_gap: 0,
+            max_coalesced_bytes: u64::MAX,
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for FetchOptions {
     fn default() -> Self {
         Self {
@@ -191,6 +203,26 @@ impl FetchedBytes {
     #[cfg(test)]
     fn len(&self) -> u64 {
         self.pieces.iter().map(|(_, b)| b.len() as u64).sum()
+    }
+}
+
+/// What the block cache holds of `ranges` of `object` (a small file's tail, read with its
+/// footer), for a bucket read on demand: nothing else is fetched.
+pub fn cached_ranges(
+    object: &ObjectMeta,
+    ranges: &[Range<u64>],
+    cache: &BlockCache,
+    metrics: &QueryMetrics,
+) -> FetchedBytes {
+    let Lookup { held, .. } = cache.lookup(object, ranges);
+    let cache_hit_bytes = held.iter().map(|(_, b)| b.len() as u64).sum();
+    QueryMetrics::add(&metrics.cache_hit_bytes, cache_hit_bytes);
+    FetchedBytes {
+        stats: FetchStats {
+            cache_hit_bytes,
+            ..FetchStats::default()
+        },
+        ..FetchedBytes::new(held)
     }
 }
 

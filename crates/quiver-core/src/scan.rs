@@ -1,7 +1,9 @@
 //! The scan: a leaf of DataFusion's physical plan whose partitions are groups of buckets.
 //! It holds only data (files, buckets, projection), so it serialises for a worker as it is.
-//! Executing a partition fetches the partition's planned byte ranges, then decodes them with
-//! DataFusion's Parquet reader, which reads from memory through `BucketReaderFactory`.
+//! Executing a partition fetches each bucket's planned byte ranges (a few buckets ahead),
+//! then decodes them with DataFusion's Parquet reader, which reads from memory through
+//! `BucketReaderFactory`; local files are read as the reader asks instead (the page cache
+//! is their fetching ahead), so a scan of them holds no bucket whole.
 
 use std::fmt;
 use std::ops::Range;
@@ -43,9 +45,9 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use crate::bucket::Bucket;
 use crate::error::{contain_panic, QuiverError};
-use crate::fetch::{fetch_ranges, FetchedBytes, ProjectedColumns};
+use crate::fetch::{cached_ranges, fetch_ranges, FetchOptions, FetchedBytes, ProjectedColumns};
 use crate::footer::arrow_schema;
-use crate::metrics::{file_name, QueryMetrics};
+use crate::metrics::{file_name, QueryMetrics, SpanKind};
 use crate::options::QuiverOptions;
 use crate::runtime::QuiverRuntime;
 use crate::source::{ObjectMeta, ObjectSource};
@@ -224,7 +226,7 @@ impl BucketScanExec {
         try_join_all(
             buckets
                 .iter()
-                .map(|bucket| self.read_bucket(runtime, options, bucket, &metrics)),
+                .map(|bucket| self.read_bucket(runtime, options, bucket, &metrics, None)),
         )
         .await
     }
@@ -392,16 +394,28 @@ impl ExecutionPlan for BucketScanExec {
         let options = QuiverOptions::of(context.session_config().options());
         let counters = ScanCounters::new(&self.metrics, partition);
         let fetches = {
-            let scan = Arc::clone(&scan);
+            let (scan, counters) = (Arc::clone(&scan), counters.clone());
             let runtime = Arc::clone(&runtime);
             let pool = Arc::clone(context.memory_pool());
             let held = Arc::new(HeldBuckets::default());
             futures::stream::iter(buckets)
                 .map(move |bucket| {
-                    let (scan, runtime, options) =
-                        (Arc::clone(&scan), Arc::clone(&runtime), options.clone());
+                    let (scan, runtime, options, counters) = (
+                        Arc::clone(&scan),
+                        Arc::clone(&runtime),
+                        options.clone(),
+                        counters.clone(),
+                    );
                     let (pool, held) = (Arc::clone(&pool), Arc::clone(&held));
                     async move {
+                        let metrics = runtime.metrics();
+                        if scan.reads_on_demand(&runtime, &options, &bucket)? {
+                            // Nothing is fetched ahead, so nothing is held or budgeted.
+                            let input = scan
+                                .read_bucket(&runtime, &options, &bucket, &metrics, Some(&counters))
+                                .await?;
+                            return Ok((input, None));
+                        }
                         let held = held.take_one(&pool, bucket.bytes).await;
                         // Memory for this bucket's bytes only, held until it is decoded:
                         // the runtime's budget bounds every query's fetched bytes, and the
@@ -410,17 +424,16 @@ impl ExecutionPlan for BucketScanExec {
                         let reservation =
                             MemoryConsumer::new(format!("BucketScan[{partition}]")).register(&pool);
                         reservation.grow(bucket.bytes as usize);
-                        let metrics = runtime.metrics();
                         let input = scan
-                            .read_bucket(&runtime, &options, &bucket, &metrics)
+                            .read_bucket(&runtime, &options, &bucket, &metrics, None)
                             .await?;
                         Ok((
                             input,
-                            HeldBytes {
+                            Some(HeldBytes {
                                 _budget: permit,
                                 _reservation: reservation,
                                 _held: held,
-                            },
+                            }),
                         ))
                     }
                     .boxed()
@@ -464,7 +477,9 @@ pub struct BucketRead {
 /// holds at most three buckets' bytes (it used to hold all of its buckets).
 const PREFETCH_BUCKETS: usize = 2;
 
-type FetchedBucket = Result<(PartitionedFile, HeldBytes)>;
+/// A bucket ready to decode, with the memory its fetched bytes hold (none when read on
+/// demand).
+type FetchedBucket = Result<(PartitionedFile, Option<HeldBytes>)>;
 
 /// A fetched bucket's room in the runtime's budget and in the query's memory pool; both
 /// return when it drops.
@@ -527,7 +542,7 @@ struct BucketStream {
     /// A fetched bucket waiting for the current one to finish.
     next: Option<FetchedBucket>,
     /// The bucket being decoded, with its file's path for errors.
-    current: Option<(SendableRecordBatchStream, HeldBytes, String)>,
+    current: Option<(SendableRecordBatchStream, Option<HeldBytes>, String)>,
     decode: Box<dyn FnMut(PartitionedFile) -> Result<SendableRecordBatchStream> + Send>,
     done: Box<dyn Fn() + Send>,
 }
@@ -595,6 +610,7 @@ fn corrupt_data(path: &str, panic: &str) -> DataFusionError {
 }
 
 /// EXPLAIN ANALYZE's view of one partition's reads.
+#[derive(Debug, Clone)]
 struct ScanCounters {
     requests: Count,
     bytes_read: Count,
@@ -624,13 +640,32 @@ impl ScanCounters {
     }
 }
 
-/// A bucket ready to decode: its file's parsed footer and the bytes its plan fetched.
+/// A bucket read as its decoder asks (`ObjectSource::reads_on_demand`): the ranges its plan
+/// foresaw (a read outside them counts as unplanned, as with fetched bytes), its partition's
+/// counters and its lane on the timeline.
+#[derive(Debug)]
+struct OnDemand {
+    planned: Vec<Range<u64>>,
+    counters: ScanCounters,
+    lane: String,
+}
+
+impl OnDemand {
+    fn foresaw(&self, range: &Range<u64>) -> bool {
+        let index = self.planned.partition_point(|r| r.start <= range.start);
+        index > 0 && self.planned[index - 1].end >= range.end
+    }
+}
+
+/// A bucket ready to decode: its file's parsed footer and the bytes its plan fetched, or
+/// what it needs to read them on demand.
 #[derive(Debug)]
 struct BucketInput {
     meta: ObjectMeta,
     source: Arc<dyn ObjectSource>,
     metadata: Arc<ParquetMetaData>,
     fetched: FetchedBytes,
+    on_demand: Option<OnDemand>,
     metrics: Arc<QueryMetrics>,
 }
 
@@ -647,12 +682,31 @@ impl BucketScanExec {
         }
     }
 
+    /// Whether `bucket`'s file is read as its decoder asks rather than fetched ahead.
+    fn reads_on_demand(
+        &self,
+        runtime: &QuiverRuntime,
+        options: &QuiverOptions,
+        bucket: &Bucket,
+    ) -> Result<bool> {
+        Ok(match self.files.get(bucket.file) {
+            Some(file) => runtime
+                .sources
+                .for_path(&file.meta.path, &options.s3())?
+                .reads_on_demand(),
+            None => false, // read_bucket names the error
+        })
+    }
+
+    /// `bucket` ready to decode: its bytes fetched, or, given its partition's counters and
+    /// a source that reads on demand, to be read as the decoder asks.
     async fn read_bucket(
         &self,
         runtime: &QuiverRuntime,
         options: &QuiverOptions,
         bucket: &Bucket,
         metrics: &Arc<QueryMetrics>,
+        counters: Option<&ScanCounters>,
     ) -> Result<PartitionedFile> {
         let file = self.files.get(bucket.file).ok_or_else(|| {
             DataFusionError::Internal(format!(
@@ -665,16 +719,31 @@ impl BucketScanExec {
         let (source, metadata) = file.open(runtime, options, metrics).await?;
         let ranges = self.bucket_ranges(meta, &metadata, bucket)?;
         let lane = self.lane(bucket);
-        let fetched = fetch_ranges(
-            source.as_ref(),
-            meta,
-            &ranges,
-            &options.fetch(),
-            &runtime.blocks,
-            metrics,
-            &lane,
-        )
-        .await?;
+        let (fetched, on_demand) = match counters.filter(|_| source.reads_on_demand()) {
+            Some(counters) => (
+                cached_ranges(meta, &ranges, &runtime.blocks, metrics),
+                Some(OnDemand {
+                    planned: crate::fetch::coalesce(&ranges, &FetchOptions::contiguous()),
+                    counters: counters.clone(),
+                    lane,
+                }),
+            ),
+            None => {
+                let fetch = &options.fetch();
+                let blocks = &runtime.blocks;
+                let fetched = fetch_ranges(
+                    source.as_ref(),
+                    meta,
+                    &ranges,
+                    fetch,
+                    blocks,
+                    metrics,
+                    &lane,
+                )
+                .await?;
+                (fetched, None)
+            }
+        };
 
         let mut access = ParquetAccessPlan::new_none(metadata.num_row_groups());
         for &rg in &bucket.row_groups {
@@ -692,6 +761,7 @@ impl BucketScanExec {
             source,
             metadata,
             fetched,
+            on_demand,
             metrics: Arc::clone(metrics),
         });
         Ok(PartitionedFile::new(meta.path.clone(), meta.size)
@@ -751,8 +821,9 @@ impl ParquetFileReaderFactory for BucketReaderFactory {
     }
 }
 
-/// Serves the decoder from fetched bytes; a range the plan did not foresee is read from
-/// the source (and counted), so a gap in planning costs a request, never a wrong answer.
+/// Serves the decoder from fetched bytes, or reads on demand; a range the plan did not
+/// foresee is read from the source (and counted), so a gap in planning costs a request,
+/// never a wrong answer.
 struct BucketReader(Arc<BucketInput>);
 
 impl BucketReader {
@@ -760,14 +831,53 @@ impl BucketReader {
         if let Some(bytes) = input.fetched.slice(&range) {
             return Ok(bytes);
         }
+        let started = input.metrics.timeline.begin();
         let bytes = input
             .source
-            .get_range(&input.meta, range)
+            .get_range(&input.meta, range.clone())
             .await
             .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))?;
-        input.metrics.record_read(bytes.len() as u64);
-        QueryMetrics::add(&input.metrics.unplanned_requests, 1);
+        let size = bytes.len() as u64;
+        input.metrics.record_read(size);
+        match &input.on_demand {
+            Some(on_demand) => {
+                on_demand.counters.requests.add(1);
+                on_demand.counters.bytes_read.add(size as usize);
+                let lane = on_demand.lane.clone();
+                (input.metrics.timeline).end(started, SpanKind::Data, lane, size);
+                if !on_demand.foresaw(&range) {
+                    QueryMetrics::add(&input.metrics.unplanned_requests, 1);
+                }
+            }
+            None => QueryMetrics::add(&input.metrics.unplanned_requests, 1),
+        }
         Ok(bytes)
+    }
+
+    /// Several ranges (a row group's column chunks): on demand, adjacent ones are one read.
+    async fn read_all(
+        input: &BucketInput,
+        ranges: Vec<Range<u64>>,
+    ) -> parquet::errors::Result<Vec<Bytes>> {
+        if input.on_demand.is_none() {
+            return try_join_all(ranges.into_iter().map(|r| Self::read(input, r))).await;
+        }
+        let mut sorted = ranges.clone();
+        sorted.sort_by_key(|r| r.start);
+        let reads = crate::fetch::coalesce(&sorted, &FetchOptions::contiguous());
+        let read = try_join_all(reads.iter().map(|r| Self::read(input, r.clone()))).await?;
+        let held = FetchedBytes::new(reads.iter().map(|r| r.start).zip(read).collect());
+        ranges
+            .iter()
+            .map(|range| {
+                held.slice(range).ok_or_else(|| {
+                    parquet::errors::ParquetError::General(format!(
+                        "{}: bytes {range:?} were read but not held",
+                        input.meta.path
+                    ))
+                })
+            })
+            .collect()
     }
 }
 
@@ -782,7 +892,7 @@ impl AsyncFileReader for BucketReader {
         ranges: Vec<Range<u64>>,
     ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
         let input = Arc::clone(&self.0);
-        async move { try_join_all(ranges.into_iter().map(|r| Self::read(&input, r))).await }.boxed()
+        async move { Self::read_all(&input, ranges).await }.boxed()
     }
 
     fn get_metadata<'a>(

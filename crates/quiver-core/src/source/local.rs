@@ -137,6 +137,10 @@ impl ObjectSource for LocalSource {
         false
     }
 
+    fn reads_on_demand(&self) -> bool {
+        true
+    }
+
     async fn put_file(&self, path: &str, staged: &Path) -> Result<()> {
         let (path, staged) = (path.to_string(), staged.to_path_buf());
         off_async(&path.clone(), move || {

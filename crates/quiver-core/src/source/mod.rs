@@ -102,6 +102,15 @@ pub trait ObjectSource: Debug + Send + Sync {
         true
     }
 
+    /// Whether a scan reads this source's bytes as its decoder asks for them, instead of
+    /// fetching each bucket whole ahead of decoding: the local disk, whose page cache and
+    /// read-ahead already do what fetching ahead does for a remote source, so that a scan
+    /// holds one row group's columns per partition instead of buckets of up to 128 MiB (an
+    /// export of SF 1 lineitem held the whole file).
+    fn reads_on_demand(&self) -> bool {
+        false
+    }
+
     /// How long this source's reads have been taking, for sources whose reads can stall
     /// (remote ones); `crate::tail` hedges their late reads.
     fn latencies(&self) -> Option<&Latencies> {
