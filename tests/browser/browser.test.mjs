@@ -456,6 +456,45 @@ test('S3: no keys is a clear error; with keys, globs list and TPC-H matches', { 
   }
 });
 
+// A stalled connection: the server sends half a chunk of one GET and then nothing for 60 s.
+// The engine hedges the late read with a second GET (a timer on the engine worker), the
+// duplicate answers, and the stalled fetch is aborted.
+test('a stalled GET is hedged in the browser, a failed one retried, and the query does not wait for it', { timeout: 3 * QUERY_TIMEOUT }, async (t) => {
+  const app = await AppPage.open('stall page', isolated);
+  try {
+    await withConsole(t, [app], async () => {
+      // Footers and lineitem's columns: enough reads to time the server, and cached after.
+      assertMatches('http/q01', await app.query(fixtures.queries['http/q01']));
+      const control = (what) => fetch(`${fixtures.http_base}/__quiver__/${what}`)
+        .then((r) => r.json());
+      const taken = (await control('stats')).faults_taken;
+      await control('fail?status=stall&count=1&seconds=60');
+      // Orders and customer: none of their columns was read yet, so the next GET is theirs.
+      const result = await app.query(fixtures.queries['http/q13']);
+      assertMatches('http/q13', result);
+      assert.equal((await control('stats')).faults_taken, taken + 1, 'no GET was stalled');
+      const { hedged_requests: hedged, abandoned_requests: abandoned } = result.profile;
+      t.diagnostic(`q13 with a stalled GET: ${Math.round(result.elapsed_ms)} ms, ${hedged} hedged, ${abandoned} abandoned`);
+      assert.ok(hedged >= 1 && abandoned >= 1, `hedged ${hedged}, abandoned ${abandoned}`);
+      assert.ok(result.elapsed_ms < 30_000, `the query waited for the stalled GET (${result.elapsed_ms} ms)`);
+      // A reset connection, then a 503: each GET is tried again (object_store's backoff
+      // timer panics in wasm, so the engine retries on its own timer there). Q16 reads
+      // tables no query here has read; before Q06 the block cache is turned off, so that
+      // lineitem is read again.
+      for (const [status, name] of [['reset', 'http/q16'], ['503', 'http/q06']]) {
+        if (name === 'http/q06') await app.set('quiver.block_cache_bytes', '0');
+        const before = (await control('stats')).faults_taken;
+        await control(`fail?status=${status}&count=1`);
+        assertMatches(name, await app.query(fixtures.queries[name]));
+        assert.equal((await control('stats')).faults_taken, before + 1, `no GET got ${status}`);
+      }
+      app.assertNoPageErrors();
+    });
+  } finally {
+    await app.close();
+  }
+});
+
 // e. the single-thread fallback
 
 test('without cross-origin isolation the page falls back to one thread', { timeout: 4 * QUERY_TIMEOUT }, async (t) => {

@@ -33,6 +33,7 @@ import email.utils
 import html
 import os
 import sys
+import time
 import urllib.parse
 
 if __package__ in (None, ""):
@@ -161,7 +162,8 @@ class Handler(BaseHandler):
             self.control.record(self.command, kind, url_path, self.headers.get("Range"), 0, 0)
             self.reset_connection()
             return
-        if fault is not None:
+        stall = fault == "stall"
+        if fault is not None and not stall:
             self.answer(kind, fault, f"injected failure: HTTP {fault}\n",
                         headers=[("Retry-After", "0")] if fault in (429, 503) else ())
             return
@@ -174,7 +176,7 @@ class Handler(BaseHandler):
                 return
             self.answer(kind, 200, self.index_page(url_path, full))
             return
-        self.serve_file(kind, url_path, full)
+        self.serve_file(kind, url_path, full, stall)
 
     def index_page(self, url_path, folder):
         title = html.escape(url_path)
@@ -194,7 +196,9 @@ class Handler(BaseHandler):
         lines.append("</pre><hr></body></html>\n")
         return "\n".join(lines)
 
-    def serve_file(self, kind, url_path, full):
+    def serve_file(self, kind, url_path, full, stall=False):
+        """`stall`: after half of the first chunk, nothing for the control's stall_seconds,
+        then the connection is closed (a stalled one, as the S3 proxy's)."""
         try:
             f = open(full, "rb")
         except OSError as e:
@@ -244,6 +248,14 @@ class Handler(BaseHandler):
                     chunk = f.read(min(CHUNK, end - start - sent))
                     if not chunk:
                         break
+                    if stall:
+                        self.wfile.write(chunk[:max(1, len(chunk) // 2)])
+                        self.wfile.flush()
+                        time.sleep(self.control.stall_seconds)
+                        self.control.record(self.command, kind, url_path,
+                                            self.headers.get("Range"), 0, 0)
+                        self.reset_connection()
+                        return
                     self.wfile.write(chunk)
                     sent += len(chunk)
             self.control.record(self.command, kind, url_path, self.headers.get("Range"), status,

@@ -3,7 +3,9 @@
 //! source is timed; one still running past the point where the source's recent reads say it
 //! is late (`source::Latencies`) is hedged: a second GET for the same range goes out, the
 //! first answer wins and the other is dropped, which cancels it (Starling's remedy).
-//! Footers and data take this one path. Natively only: the browser has no timer here yet.
+//! Footers and data take this one path, natively (a tokio timer) and in the browser (the
+//! engine worker's `setTimeout`; dropping the loser aborts its fetch). In the browser this is
+//! also where a failed read is retried (`get`).
 
 use std::ops::Range;
 
@@ -12,6 +14,8 @@ use futures::future::{select, Either};
 use web_time::Instant;
 
 use crate::error::Result;
+#[cfg(target_arch = "wasm32")]
+use crate::error::QuiverError;
 use crate::metrics::QueryMetrics;
 use crate::source::{HedgePolicy, ObjectMeta, ObjectSource};
 
@@ -34,10 +38,10 @@ pub async fn read_range(
     }
     let bytes = range.end - range.start;
     let Some(latencies) = source.latencies() else {
-        return source.get_range(object, range).await;
+        return get(source, object, range).await;
     };
     let started = Instant::now();
-    let first = source.get_range(object, range.clone());
+    let first = Box::pin(get(source, object, range.clone()));
     let Some(late) = latencies
         .late_after(bytes, policy)
         .filter(|_| timers_available())
@@ -59,7 +63,7 @@ pub async fn read_range(
     };
     QueryMetrics::add(&metrics.hedged_requests, 1);
     let hedged = Instant::now();
-    let second = source.get_range(object, range);
+    let second = Box::pin(get(source, object, range));
     // The first to succeed wins and the other is abandoned; a failure waits for the other.
     let (read, took) = match select(first, second).await {
         Either::Left((Ok(read), _)) => (Ok(read), started.elapsed()),
@@ -72,17 +76,56 @@ pub async fn read_range(
     read
 }
 
-/// Whether a timer can run here: natively, inside a tokio runtime (the command, the Lambda
-/// functions, the tests).
-fn timers_available() -> bool {
-    !cfg!(target_arch = "wasm32") && tokio::runtime::Handle::try_current().is_ok()
+/// One GET. In the browser object_store does not retry (`source::remote::retries`), so a
+/// GET that fails without an answer (a reset connection, a 5xx) is tried again here, on the
+/// worker's timer, after 0.1, 0.4 and 1.6 s; not found, denied and changed are answers.
+async fn get(source: &dyn ObjectSource, object: &ObjectMeta, range: Range<u64>) -> Result<Bytes> {
+    #[cfg(target_arch = "wasm32")]
+    {
+        let mut wait = std::time::Duration::from_millis(100);
+        for _ in 0..BROWSER_RETRIES {
+            match source.get_range(object, range.clone()).await {
+                Err(QuiverError::Io { .. } | QuiverError::Read { .. }) => sleep(wait).await,
+                answer => return answer,
+            }
+            wait *= 4;
+        }
+    }
+    source.get_range(object, range).await
 }
 
+/// Retries of a failed GET in the browser (object_store's five natively).
+#[cfg(target_arch = "wasm32")]
+const BROWSER_RETRIES: usize = 3;
+
+/// Whether a timer can run here: natively, inside a tokio runtime (the command, the Lambda
+/// functions, the tests); in the browser, on the engine worker's event loop, where reads run.
+fn timers_available() -> bool {
+    cfg!(target_arch = "wasm32") || tokio::runtime::Handle::try_current().is_ok()
+}
+
+#[cfg(not(target_arch = "wasm32"))]
 async fn sleep(duration: std::time::Duration) {
-    #[cfg(not(target_arch = "wasm32"))]
     tokio::time::sleep(duration).await;
-    #[cfg(target_arch = "wasm32")]
-    let _ = duration;
+}
+
+/// A `setTimeout` of this thread's global scope. Its promise is not `Send`, so it waits as a
+/// task of this thread's event loop and only its end crosses over (as `fetch_text` does).
+#[cfg(target_arch = "wasm32")]
+async fn sleep(duration: std::time::Duration) {
+    use wasm_bindgen::JsCast;
+    let (sender, receiver) = futures::channel::oneshot::channel::<()>();
+    let millis = i32::try_from(duration.as_millis()).unwrap_or(i32::MAX);
+    wasm_bindgen_futures::spawn_local(async move {
+        let timer = js_sys::Promise::new(&mut |resolve, _| {
+            // `setTimeout` is looked up on the global itself, a worker's or a window's.
+            let scope: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+            let _ = scope.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, millis);
+        });
+        let _ = wasm_bindgen_futures::JsFuture::from(timer).await;
+        let _ = sender.send(());
+    });
+    let _ = receiver.await;
 }
 
 #[cfg(all(test, not(target_arch = "wasm32")))]

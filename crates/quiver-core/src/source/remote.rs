@@ -219,6 +219,21 @@ impl StoreSource {
     }
 }
 
+/// object_store's retries: `native` natively, none in the browser. Its backoff sleeps on
+/// tokio's timer, whose clock panics in wasm ("time not implemented on this platform"), so a
+/// reset connection or a 503 aborted the module; there `tail` retries reads on the worker's
+/// own timer instead.
+pub fn retries(native: object_store::RetryConfig) -> object_store::RetryConfig {
+    if cfg!(target_arch = "wasm32") {
+        object_store::RetryConfig {
+            max_retries: 0,
+            ..native
+        }
+    } else {
+        native
+    }
+}
+
 /// Our error for a store's, naming the object; credentials never appear in these messages.
 pub fn store_error(path: &str, error: object_store::Error) -> QuiverError {
     use object_store::Error as E;
