@@ -97,11 +97,9 @@ pub fn pool(limit: Option<u64>) -> Arc<dyn MemoryPool> {
     }
 }
 
-/// In the browser: first come, first served, on one atomic counter. The fair and tracking
-/// pools lock a parking_lot mutex, and the page's main thread (which takes memory for the
-/// buckets it fetches) cannot park: when a compute thread held the lock, the module
-/// panicked "Parking not supported on this platform" and aborted (TPC-H Q7 in CI, cold).
-/// Nothing spills in the browser, so fair shares bought nothing there.
+/// In the browser: first come, first served, on one atomic counter. Nothing spills there
+/// (no disk), so the fair pool's shares between spilling operators buy nothing, and an
+/// atomic takes no lock (docs/decisions.md, on parking_lot in wasm).
 #[cfg(target_arch = "wasm32")]
 pub fn pool(limit: Option<u64>) -> Arc<dyn MemoryPool> {
     match limit {
