@@ -13,9 +13,9 @@ use bytes::Bytes;
 use futures::future::{select, Either};
 use web_time::Instant;
 
-use crate::error::Result;
 #[cfg(target_arch = "wasm32")]
 use crate::error::QuiverError;
+use crate::error::Result;
 use crate::metrics::QueryMetrics;
 use crate::source::{HedgePolicy, ObjectMeta, ObjectSource};
 

@@ -90,7 +90,9 @@ pub fn s3_source(
     } else {
         AmazonS3Builder::from_env()
     };
-    let mut builder = builder.with_bucket_name(bucket).with_retry(super::remote::retries(retry()));
+    let mut builder = builder
+        .with_bucket_name(bucket)
+        .with_retry(super::remote::retries(retry()));
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     if let Some(keys) = credentials.filter(|_| !options.anonymous) {
         builder = builder
