@@ -477,16 +477,18 @@ test('a stalled GET is hedged in the browser, a failed one retried, and the quer
       t.diagnostic(`q13 with a stalled GET: ${Math.round(result.elapsed_ms)} ms, ${hedged} hedged, ${abandoned} abandoned`);
       assert.ok(hedged >= 1 && abandoned >= 1, `hedged ${hedged}, abandoned ${abandoned}`);
       assert.ok(result.elapsed_ms < 30_000, `the query waited for the stalled GET (${result.elapsed_ms} ms)`);
-      // A reset connection, then a 503: each GET is tried again (object_store's backoff
+      // A reset connection, then a 503: each request is tried again (object_store's backoff
       // timer panics in wasm, so the engine retries on its own timer there). Q16 reads
       // tables no query here has read; before Q06 the block cache is turned off, so that
       // lineitem is read again.
-      for (const [status, name] of [['reset', 'http/q16'], ['503', 'http/q06']]) {
+      // Last, a 503 to the HEAD that a view's URL costs.
+      for (const [status, name, kind] of [['reset', 'http/q16', 'GetFile'],
+        ['503', 'http/q06', 'GetFile'], ['503', 'http/q01', 'HeadFile']]) {
         if (name === 'http/q06') await app.set('quiver.block_cache_bytes', '0');
         const before = (await control('stats')).faults_taken;
-        await control(`fail?status=${status}&count=1`);
+        await control(`fail?status=${status}&count=1&kind=${kind}`);
         assertMatches(name, await app.query(fixtures.queries[name]));
-        assert.equal((await control('stats')).faults_taken, before + 1, `no GET got ${status}`);
+        assert.equal((await control('stats')).faults_taken, before + 1, `no ${kind} got ${status}`);
       }
       app.assertNoPageErrors();
     });

@@ -76,25 +76,35 @@ pub async fn read_range(
     read
 }
 
-/// One GET. In the browser object_store does not retry (`source::remote::retries`), so a
-/// GET that fails without an answer (a reset connection, a 5xx) is tried again here, on the
-/// worker's timer, after 0.1, 0.4 and 1.6 s; not found, denied and changed are answers.
+/// One GET, retried in the browser (`retried`).
 async fn get(source: &dyn ObjectSource, object: &ObjectMeta, range: Range<u64>) -> Result<Bytes> {
+    retried(|| source.get_range(object, range.clone())).await
+}
+
+/// `request`, made again in the browser while it fails without an answer (a reset
+/// connection, a 5xx): object_store does not retry there (`source::remote::retries`), so
+/// this does, on the worker's timer, after 0.1, 0.4 and 1.6 s. Not found, denied and changed
+/// are answers. Natively it is made once: object_store retries.
+pub async fn retried<T, F, R>(mut request: R) -> Result<T>
+where
+    R: FnMut() -> F,
+    F: std::future::Future<Output = Result<T>>,
+{
     #[cfg(target_arch = "wasm32")]
     {
         let mut wait = std::time::Duration::from_millis(100);
         for _ in 0..BROWSER_RETRIES {
-            match source.get_range(object, range.clone()).await {
+            match request().await {
                 Err(QuiverError::Io { .. } | QuiverError::Read { .. }) => sleep(wait).await,
                 answer => return answer,
             }
             wait *= 4;
         }
     }
-    source.get_range(object, range).await
+    request().await
 }
 
-/// Retries of a failed GET in the browser (object_store's five natively).
+/// Retries of a failed request in the browser (object_store's five natively).
 #[cfg(target_arch = "wasm32")]
 const BROWSER_RETRIES: usize = 3;
 

@@ -1,6 +1,10 @@
 //! The coordinator function: SQL by direct invoke or a function URL, fanned out to the
 //! worker function named by `QUIVER_WORKER_FUNCTION` (see `quiver_lambda::coordinator`).
 
+// The coordinator's future nests every layer of a query's I/O (retries included) and
+// outgrew rustc's default depth of 128 when computing its layout.
+#![recursion_limit = "256"]
+
 use std::sync::Arc;
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};

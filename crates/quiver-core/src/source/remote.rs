@@ -78,21 +78,23 @@ impl ObjectSource for StoreSource {
             .then(|| Path::parse(folder))
             .transpose()
             .map_err(|e| QuiverError::Invalid(format!("{prefix}: {e}")))?;
-        let listed: Vec<object_store::ObjectMeta> = self
-            .store
-            .list(folder.as_ref())
-            .try_collect()
-            .await
-            .map_err(|e| store_error(prefix, e))?;
+        let listed: Vec<object_store::ObjectMeta> = crate::tail::retried(|| async {
+            let pages = self.store.list(folder.as_ref()).try_collect().await;
+            pages.map_err(|e| store_error(prefix, e))
+        })
+        .await?;
         Ok(listed.into_iter().map(|o| self.meta(o)).collect())
     }
 
     async fn head(&self, path: &str) -> Result<ObjectMeta> {
-        let object = self
-            .store
-            .head(&self.key(path)?)
-            .await
-            .map_err(|e| store_error(path, e))?;
+        let key = self.key(path)?;
+        let object = crate::tail::retried(|| async {
+            self.store
+                .head(&key)
+                .await
+                .map_err(|e| store_error(path, e))
+        })
+        .await?;
         Ok(self.meta(object))
     }
 
