@@ -119,23 +119,21 @@ async fn sleep(duration: std::time::Duration) {
     tokio::time::sleep(duration).await;
 }
 
-/// A `setTimeout` of this thread's global scope. Its promise is not `Send`, so it waits as a
-/// task of this thread's event loop and only its end crosses over (as `fetch_text` does).
+/// A `setTimeout` of this thread's global scope, on its event loop (`on_event_loop`: the
+/// timer's promise is not `Send`).
 #[cfg(target_arch = "wasm32")]
 async fn sleep(duration: std::time::Duration) {
     use wasm_bindgen::JsCast;
-    let (sender, receiver) = futures::channel::oneshot::channel::<()>();
     let millis = i32::try_from(duration.as_millis()).unwrap_or(i32::MAX);
-    wasm_bindgen_futures::spawn_local(async move {
+    crate::source::on_event_loop(async move {
         let timer = js_sys::Promise::new(&mut |resolve, _| {
             // `setTimeout` is looked up on the global itself, a worker's or a window's.
             let scope: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
             let _ = scope.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, millis);
         });
         let _ = wasm_bindgen_futures::JsFuture::from(timer).await;
-        let _ = sender.send(());
-    });
-    let _ = receiver.await;
+    })
+    .await;
 }
 
 #[cfg(all(test, not(target_arch = "wasm32")))]

@@ -102,14 +102,10 @@ impl HttpSource {
     /// runs as a task of this thread's event loop and only its answer crosses over.
     #[cfg(target_arch = "wasm32")]
     async fn fetch_text(&self, url: &str) -> std::result::Result<(u16, String), String> {
-        let (sender, receiver) = futures::channel::oneshot::channel();
         let url = url.to_string();
-        wasm_bindgen_futures::spawn_local(async move {
-            let _ = sender.send(browser::fetch_text(&url).await);
-        });
-        receiver
+        super::on_event_loop(async move { browser::fetch_text(&url).await })
             .await
-            .map_err(|_| "the fetch was dropped".to_string())?
+            .ok_or_else(|| "the fetch was dropped".to_string())?
     }
 
     /// The links of one index page: files and sub-folders on this server, below `folder`.

@@ -23,6 +23,20 @@ use bytes::Bytes;
 
 use crate::error::{QuiverError, Result};
 
+/// Starts `work`, whose futures are not `Send` (the browser's promises), as a task of this
+/// thread's event loop, where the engine's I/O runs; what is awaited is only its output
+/// (`None` if the task ended without one), so the caller's future stays `Send`.
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn on_event_loop<T: Send + 'static>(
+    work: impl std::future::Future<Output = T> + 'static,
+) -> impl std::future::Future<Output = Option<T>> + Send {
+    let (sender, receiver) = futures::channel::oneshot::channel();
+    wasm_bindgen_futures::spawn_local(async move {
+        let _ = sender.send(work.await);
+    });
+    async move { receiver.await.ok() }
+}
+
 pub use glob::GlobPattern;
 pub use http::HttpSource;
 pub use latency::{HedgePolicy, Latencies, HEDGE_MIN_MS, HEDGE_MULTIPLE};
