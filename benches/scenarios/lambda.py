@@ -359,8 +359,9 @@ class Emulator(LambdaEmulator):
     long poll for their next event included, and an instance idle for longer gets a 408 that
     lambda_runtime does not survive. Runs are limited here instead (the harness's --timeout)."""
 
-    def __init__(self, env, timeout, log_path, release=False):
-        super().__init__(env, log_path, concurrency=CONCURRENCY, release=release)
+    def __init__(self, env, timeout, log_path, release=False, memory_mb=None):
+        super().__init__(env, log_path, concurrency=CONCURRENCY, release=release,
+                         memory_mb=memory_mb)
         self.timeout = timeout
 
     def start(self):

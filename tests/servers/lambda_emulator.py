@@ -26,12 +26,15 @@ class LambdaEmulator:
 
     env: the emulator's environment, which its functions inherit; QUIVER_LAMBDA_ENDPOINT is set
     to the emulator itself, so that the coordinator invokes its workers there. release: build
-    the functions in release (the benchmarks) rather than debug (the tests)."""
+    the functions in release (the benchmarks) rather than debug (the tests). memory_mb: the
+    functions' memory (AWS_LAMBDA_FUNCTION_MEMORY_SIZE, which the emulator sets to 4096
+    unless told, overriding the environment); nothing enforces it here."""
 
-    def __init__(self, env, log_path, concurrency=8, release=False):
+    def __init__(self, env, log_path, concurrency=8, release=False, memory_mb=None):
         self.port = free_port()
         self.env = dict(env, QUIVER_LAMBDA_ENDPOINT=self.url)
         self.log_path, self.concurrency, self.release = log_path, concurrency, release
+        self.memory_mb = memory_mb
         self.args = self.proc = self.log_file = None
 
     @property
@@ -44,6 +47,8 @@ class LambdaEmulator:
         self.args = [cargo, "lambda", "watch", *(["--release"] if self.release else []),
                      "--ignore-changes", "--invoke-address", "127.0.0.1",
                      "--invoke-port", str(self.port), "--concurrency", str(self.concurrency)]
+        if self.memory_mb is not None:
+            self.args += ["--env-var", f"AWS_LAMBDA_FUNCTION_MEMORY_SIZE={self.memory_mb}"]
         os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
         self.log_file = open(self.log_path, "w")
         self.proc = subprocess.Popen(self.args, cwd=LAMBDA_DIR, env=self.env, stdout=self.log_file,

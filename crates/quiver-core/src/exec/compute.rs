@@ -101,7 +101,16 @@ impl ComputePool {
 
     fn spawn(&self, job: impl FnOnce() + Send + 'static) {
         match self {
-            Self::Own(pool) => pool.spawn(job),
+            Self::Own(pool) => {
+                // The caller's tokio runtime, entered on the compute thread: an operator
+                // that spilled reads its files back through tokio's blocking pool, which
+                // panicked without it (a sort over its memory limit on a Lambda worker).
+                let runtime = tokio::runtime::Handle::try_current().ok();
+                pool.spawn(move || {
+                    let _entered = runtime.as_ref().map(|runtime| runtime.enter());
+                    job()
+                })
+            }
             Self::Global => rayon::spawn(job),
             Self::Inline => job(),
         }
