@@ -538,7 +538,9 @@ def test_cli_fans_out_to_the_emulator(emulator, s3, quiver, oracle):
         input=sql, capture_output=True, text=True, timeout=TIMEOUT, env=env)
     assert proc.returncode == 0, proc.stderr
     check_csv(oracle, 6, proc.stdout, "from the CLI")
-    assert "lambda workers:" in proc.stderr, proc.stderr
+    # Each worker measures its own peak memory (its function's, on Lambda).
+    held = re.search(r"^lambda workers: .*, (\d+) MB held by the largest,", proc.stderr, re.M)
+    assert held and int(held[1]) > 1, proc.stderr
     spent = re.search(r"^cost: (\d+) GETs .*, (\d+) worker invocations, ([0-9.]+) GB-seconds, "
                       r"\$([0-9.]+)$", proc.stderr, re.M)
     assert spent and int(spent[2]) == 3, proc.stderr

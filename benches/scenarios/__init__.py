@@ -9,9 +9,10 @@ from benches.scenarios import (index, memory_limit, partitioned, s3, small_files
 lambda_workers = importlib.import_module("benches.scenarios.lambda")
 
 lambda_joins = importlib.import_module("benches.scenarios.lambda_joins")
+lambda_memory = importlib.import_module("benches.scenarios.lambda_memory")
 
 SCENARIOS = [tpch, partitioned, s3, small_files, threads, lambda_workers, lambda_joins, index,
-             memory_limit, stalls]
+             memory_limit, lambda_memory, stalls]
 
 # Issue 4's scenarios that wait for parts of Quiver not built yet (none now: the Lambda
 # fan-out is measured by scenario `lambda`, benches/scenarios/lambda.py).

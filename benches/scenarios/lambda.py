@@ -448,6 +448,11 @@ class Emulator(LambdaEmulator):
         """One direct invoke of the coordinator, timed from sending the request to holding
         the decoded result. stats: the coordinator's metrics, plus "log": what the workers'
         log lines say; server: the proxy's counts for the run."""
+        table, seconds, metrics, server = self.query_table(sql, query_settings, counter)
+        return Result(rows_of(table), seconds, stats=metrics, server=server)
+
+    def query_table(self, sql, query_settings, counter):
+        """As query, with the answer as an Arrow table: (table, seconds, metrics, server)."""
         payload = json.dumps({"sql": sql, "format": "arrow",
                               "settings": query_settings}).encode()
         try:
@@ -484,7 +489,7 @@ class Emulator(LambdaEmulator):
         metrics = dict(body.get("metrics") or {})
         time.sleep(0.2)  # untimed: lets the workers' last log lines reach the log
         metrics["log"] = self._worker_lines(offset)
-        return Result(rows_of(table), seconds, stats=metrics, server=server)
+        return table, seconds, metrics, server
 
     def _worker_lines(self, offset):
         """The workers' own lines for the run ("quiver worker N of QUERY: ... in T ms"):

@@ -5,28 +5,31 @@
 //! same answer (retries are safe).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::memory_pool::MemoryLimit;
 use datafusion::execution::TaskContext;
-use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::{execute_stream, ExecutionPlan, Partitioning};
 use futures::future::try_join_all;
 use futures::TryStreamExt;
+use quiver_core::bucket::group_buckets;
 use quiver_core::copy::{write_parts, CopyTarget, WrittenFile};
 use quiver_core::exec::exchange::{hash_parts, over_parts, split_side};
 use quiver_core::exec::run_partitions;
-use quiver_core::fragment::{decode, over_buckets};
+use quiver_core::fragment::{decode, over_buckets, over_partitions};
 use quiver_core::options::QuiverOptions;
 use quiver_core::source::ObjectMeta;
 use quiver_core::{QuiverSession, SessionOptions};
-use quiver_lambda_executor::executor::merge_partial_states;
+use quiver_lambda_executor::executor::merge_plan;
 use quiver_lambda_executor::protocol::{
     decode_stream, encode_partitions, partition_ranges, Exchanged, JoinPartition, Output, Part,
     Piece, WorkerMetrics, WorkerRequest, WorkerResponse,
 };
-use quiver_lambda_executor::results::{deliver, fragment_bytes, result_key};
+use quiver_lambda_executor::results::{deliver, fragment_bytes, result_key, Spool};
 
 pub struct Worker {
     session: QuiverSession,
@@ -46,6 +49,7 @@ impl Worker {
         }
         // The statement's pool first: the task context takes the session's pool as it is.
         let metrics = self.session.begin_query()?;
+        reset_peak_memory();
         let context = self.session.context().task_ctx();
         let started = Instant::now();
         let s3 = QuiverOptions::of(self.session.context().state().config_options()).s3();
@@ -58,20 +62,78 @@ impl Worker {
             false => (template, None),
         };
         let decoded_at = started.elapsed();
+        let done = match (request.join.is_empty(), &request.write, hashing) {
+            (true, None, None) => self.stream_back(request, &template, &context, started)?,
+            (_, _, hashing) => self.collect(request, &template, hashing, &context, started)?,
+        };
+        let Done {
+            output,
+            ran_at,
+            rows,
+            returned,
+            exchanged,
+        } = done;
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let mut reads = metrics.snapshot();
+        reads.add_phase("decode", ms(decoded_at));
+        reads.add_phase("run", ms(ran_at - decoded_at));
+        reads.add_phase("deliver", ms(started.elapsed() - ran_at));
+        let memory_gb =
+            quiver_core::memory::lambda_memory().unwrap_or(0) as f64 / (1u64 << 30) as f64;
+        let metrics = WorkerMetrics {
+            sub_coordinators: 0,
+            hedged: 0,
+            invocations: 1,
+            gb_seconds: started.elapsed().as_secs_f64() * memory_gb,
+            peak_memory: peak_memory().unwrap_or(0),
+            rows,
+            bytes: returned,
+            exchanged,
+            buckets: request.buckets.len() as u64,
+            reads,
+        };
+        Ok(WorkerResponse { output, metrics })
+    }
+
+    /// The fragment over this worker's buckets, returned: see `spool`.
+    fn stream_back(
+        &self,
+        request: &WorkerRequest,
+        template: &Arc<dyn ExecutionPlan>,
+        context: &Arc<TaskContext>,
+        started: Instant,
+    ) -> Result<Done> {
+        let (spool, rows) = self.spool(request, template, context)?;
+        let ran_at = started.elapsed();
+        let returned = spool.len();
+        let s3 = QuiverOptions::of(self.session.context().state().config_options()).s3();
+        let output = spool.deliver(self.session.runtime(), &s3, request);
+        Ok(Done {
+            output: futures::executor::block_on(output)?,
+            ran_at,
+            rows,
+            returned,
+            exchanged: 0,
+        })
+    }
+
+    /// The other requests, whose outputs are collected first: a COPY's share, an
+    /// exchange's first wave (hashed into parts), its second (joins of parts).
+    fn collect(
+        &self,
+        request: &WorkerRequest,
+        template: &Arc<dyn ExecutionPlan>,
+        hashing: Option<Partitioning>,
+        context: &Arc<TaskContext>,
+        started: Instant,
+    ) -> Result<Done> {
         let (partitions, mut exchanged) = match request.join.is_empty() {
             true => {
-                let plan = over_buckets(&template, request.files.clone(), request.buckets.clone())?;
-                let run = run_partitions(&plan, &context, self.session.pool());
+                let plan = over_buckets(template, request.files.clone(), request.buckets.clone())?;
+                let run = run_partitions(&plan, context, self.session.pool());
                 (futures::executor::block_on(run)?, 0)
             }
-            false => futures::executor::block_on(self.join(&template, &request.join, &context))?,
-        };
-        // One partial per worker: its buckets' aggregate states merged before they travel.
-        let partitions = match (&request.write, &hashing) {
-            (None, None) => {
-                futures::executor::block_on(merge_partial_states(&template, partitions, &context))?
-            }
-            _ => partitions,
+            false => futures::executor::block_on(self.join(template, &request.join, context))?,
         };
         let ran_at = started.elapsed();
         // Rows returned (or written); an exchange's parts are neither.
@@ -95,30 +157,54 @@ impl Worker {
                 Output::Exchanged(object)
             }
             (None, None) => {
+                // A join's output (the exchange's second wave).
                 let bytes = encode_partitions(&template.schema(), &partitions)?;
                 returned = bytes.len() as u64;
-                futures::executor::block_on(deliver(self.session.runtime(), &s3, request, bytes))?
+                let s3 = QuiverOptions::of(self.session.context().state().config_options()).s3();
+                let output = deliver(self.session.runtime(), &s3, request, bytes);
+                futures::executor::block_on(output)?
             }
         };
-        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-        let mut reads = metrics.snapshot();
-        reads.add_phase("decode", ms(decoded_at));
-        reads.add_phase("run", ms(ran_at - decoded_at));
-        reads.add_phase("encode", ms(started.elapsed() - ran_at));
-        let memory_gb =
-            quiver_core::memory::lambda_memory().unwrap_or(0) as f64 / (1u64 << 30) as f64;
-        let metrics = WorkerMetrics {
-            sub_coordinators: 0,
-            hedged: 0,
-            invocations: 1,
-            gb_seconds: started.elapsed().as_secs_f64() * memory_gb,
+        Ok(Done {
+            output,
+            ran_at,
             rows,
-            bytes: returned,
+            returned,
             exchanged,
-            buckets: request.buckets.len() as u64,
-            reads,
+        })
+    }
+
+    /// The fragment over this worker's buckets, run by DataFusion on the function's
+    /// threads, its partitions merged into one (`merge_plan`: partial states reduced, sorted
+    /// runs merged) and encoded as they come: a sort spills under the memory limit, and
+    /// its output goes to disk past a response's size. The spool and its rows.
+    fn spool(
+        &self,
+        request: &WorkerRequest,
+        template: &Arc<dyn ExecutionPlan>,
+        context: &Arc<TaskContext>,
+    ) -> Result<(Spool, u64)> {
+        // The buckets in as many partitions as the memory limit affords, as the planner
+        // makes them: one per bucket, all running at once, each held a bucket and left
+        // its sort too little room (a 384 MB worker failed SF 1 lineitem's sort).
+        let config = context.session_config();
+        let limit = match context.memory_pool().memory_limit() {
+            MemoryLimit::Finite(bytes) => Some(bytes as u64),
+            _ => None,
         };
-        Ok(WorkerResponse { output, metrics })
+        let options = QuiverOptions::of(config.options())
+            .buckets(config.target_partitions())
+            .within_memory_limit(limit);
+        let partitions = group_buckets(request.buckets.clone(), &options);
+        let plan = over_partitions(template, request.files.clone(), partitions)?;
+        let plan = match merge_plan(template, Arc::clone(&plan))? {
+            Some(merged) => merged,
+            None => Arc::new(CoalescePartitionsExec::new(plan)),
+        };
+        let mut spool = Spool::new(request.inline_limit);
+        let stream = execute_stream(plan, Arc::clone(context))?;
+        let rows = futures::executor::block_on(spool.write_partition(&template.schema(), stream))?;
+        Ok((spool, rows))
     }
 
     /// An exchange's first wave: this worker's parts, written as one object under the
@@ -221,6 +307,30 @@ impl Worker {
             &batches,
         ))
     }
+}
+
+/// Starts the process's peak resident memory again from what it holds now (Linux: 5 to
+/// `clear_refs` resets VmHWM), so that a warm worker reports each invocation's own peak.
+fn reset_peak_memory() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// The process's peak resident memory (VmHWM), as Lambda's "Max Memory Used" counts it.
+fn peak_memory() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+    let kilobytes: u64 = line.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kilobytes * 1024)
+}
+
+/// What a request's work gave: its output, when the running ended (the rest is delivering),
+/// rows and bytes returned, bytes exchanged.
+struct Done {
+    output: Output,
+    ran_at: Duration,
+    rows: u64,
+    returned: u64,
+    exchanged: u64,
 }
 
 /// Shared by the worker binary and tests: a worker behind an `Arc`, run off the async

@@ -367,13 +367,15 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
         if let Some(workers) = workers {
             eprintln!(
                 "lambda workers: {} buckets, {} rows out, {} bytes out, {} bytes exchanged, \
-                 {} requests, {} bytes read, {} hedged, {} sub-coordinators",
+                 {} requests, {} bytes read, {} MB held by the largest, {} hedged, \
+                 {} sub-coordinators",
                 workers.buckets,
                 workers.rows,
                 workers.bytes,
                 workers.exchanged,
                 workers.reads.requests,
                 workers.reads.bytes_read,
+                workers.peak_memory.div_ceil(1 << 20),
                 workers.hedged,
                 workers.sub_coordinators
             );

@@ -195,15 +195,24 @@ pub fn work_for(all: &[ScanFile], buckets: &[Bucket]) -> (Vec<ScanFile>, Vec<Buc
 }
 
 /// A decoded fragment template made to read `buckets` of `files`, one partition per
-/// bucket: what a worker runs.
+/// bucket: what a worker runs partition by partition.
 pub fn over_buckets(
     template: &Arc<dyn ExecutionPlan>,
     files: Vec<ScanFile>,
     buckets: Vec<Bucket>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
+    let partitions = buckets.into_iter().map(|b| vec![b]).collect();
+    over_partitions(template, files, partitions)
+}
+
+/// A decoded fragment template made to read `partitions` (buckets of `files`).
+pub fn over_partitions(
+    template: &Arc<dyn ExecutionPlan>,
+    files: Vec<ScanFile>,
+    partitions: Vec<Vec<Bucket>>,
+) -> Result<Arc<dyn ExecutionPlan>> {
     let scan = scan_of(template)
         .ok_or_else(|| DataFusionError::Internal("fragment without a scan".into()))?;
-    let partitions = buckets.into_iter().map(|b| vec![b]).collect();
     with_scan(
         template,
         Arc::new(scan.with_work(Arc::new(files), partitions)?),

@@ -496,36 +496,43 @@ pub async fn merge_partial_states(
     if partitions.len() <= 1 {
         return Ok(partitions);
     }
+    let input = MemorySourceConfig::try_new_exec(&partitions, template.schema(), None)?;
+    match merge_plan(template, input)? {
+        Some(merge) => Ok(vec![collect(merge, Arc::clone(context)).await?]),
+        None => Ok(partitions),
+    }
+}
+
+/// The plan that makes `input`'s partitions (outputs of `template`) one, as
+/// `merge_partial_states` does; `None` for a fragment whose partitions need no merge.
+pub fn merge_plan(
+    template: &Arc<dyn ExecutionPlan>,
+    input: Arc<dyn ExecutionPlan>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     if let Some(sort) = template
         .downcast_ref::<SortExec>()
         .filter(|s| s.preserve_partitioning())
     {
         // Each partition is sorted: a merge keeps the order and, with a fetch, the top k.
-        let input = MemorySourceConfig::try_new_exec(&partitions, sort.schema(), None)?;
         let merge =
             SortPreservingMergeExec::new(sort.expr().clone(), input).with_fetch(sort.fetch());
-        return Ok(vec![collect(Arc::new(merge), Arc::clone(context)).await?]);
+        return Ok(Some(Arc::new(merge)));
     }
     let Some(partial) = template
         .downcast_ref::<AggregateExec>()
         .filter(|a| *a.mode() == AggregateMode::Partial)
     else {
-        return Ok(partitions);
+        return Ok(None);
     };
-    let input = CoalescePartitionsExec::new(MemorySourceConfig::try_new_exec(
-        &partitions,
-        partial.schema(),
-        None,
-    )?);
     let reduce = AggregateExec::try_new(
         AggregateMode::PartialReduce,
         partial.group_expr().as_final(),
         partial.aggr_expr().to_vec(),
         vec![None; partial.aggr_expr().len()],
-        Arc::new(input),
+        Arc::new(CoalescePartitionsExec::new(input)),
         partial.input_schema(),
     )?;
-    Ok(vec![collect(Arc::new(reduce), Arc::clone(context)).await?])
+    Ok(Some(Arc::new(reduce)))
 }
 
 /// The query's `quiver.*` settings, so that workers read as the coordinator planned; all

@@ -115,6 +115,10 @@ pub struct WorkerMetrics {
     /// Straggling requests that got a duplicate invocation.
     #[serde(default)]
     pub hedged: u64,
+    /// The most memory one worker process held while it ran (resident bytes; the
+    /// largest over the workers), to set against its function's memory.
+    #[serde(default)]
+    pub peak_memory: u64,
     /// Their reads, as any query reports them, with the phases decode, run and encode.
     #[serde(flatten)]
     pub reads: MetricsSnapshot,
@@ -130,6 +134,7 @@ impl WorkerMetrics {
         self.hedged += other.hedged;
         self.invocations += other.invocations;
         self.gb_seconds += other.gb_seconds;
+        self.peak_memory = self.peak_memory.max(other.peak_memory);
         self.reads.add(&other.reads);
     }
 }

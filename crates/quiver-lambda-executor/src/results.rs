@@ -1,11 +1,20 @@
 //! Where a worker's (or sub-coordinator's) output goes: inline in the response when small,
 //! else spilled under the result prefix, since a synchronous Lambda response holds at most
-//! 6 MB. Whoever collects a spill reads and deletes it.
+//! 6 MB. Whoever collects a spill reads and deletes it. A worker encodes its output as it
+//! comes into a `Spool`, which moves to local disk past the response's size.
+
+use std::fs::File;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
 
 use bytes::Bytes;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::SendableRecordBatchStream;
+use futures::StreamExt;
 use quiver_core::runtime::QuiverRuntime;
 use quiver_core::source::{unique_id, S3Options};
+use tempfile::TempPath;
 
 use crate::protocol::{from_base64, to_base64, Output, WorkerRequest};
 
@@ -21,18 +30,142 @@ pub async fn deliver(
     if bytes.len() <= request.inline_limit {
         return Ok(Output::Inline(to_base64(&bytes)));
     }
-    let prefix = request.result_prefix.as_deref().ok_or_else(|| {
-        DataFusionError::Execution(format!(
-            "worker {}: the output is {} bytes, over the {} a response can carry, and no \
-             result prefix is set (QUIVER_RESULT_PREFIX)",
-            request.worker,
-            bytes.len(),
-            request.inline_limit
-        ))
-    })?;
-    let key = result_key(prefix, &request.query_id, request.worker);
+    let key = spill_key(request, bytes.len() as u64)?;
     runtime.sources.put(&key, s3, bytes.into()).await?;
     Ok(Output::Spilled(key))
+}
+
+/// Where an output of `len` bytes, too big for a response, goes under the result prefix.
+fn spill_key(request: &WorkerRequest, len: u64) -> Result<String> {
+    let prefix = request.result_prefix.as_deref().ok_or_else(|| {
+        DataFusionError::Execution(format!(
+            "worker {}: the output is {len} bytes, over the {} a response can carry, and no \
+             result prefix is set (QUIVER_RESULT_PREFIX)",
+            request.worker, request.inline_limit
+        ))
+    })?;
+    Ok(result_key(prefix, &request.query_id, request.worker))
+}
+
+/// A worker's output encoded as its rows come (the format of `encode_partitions`): in
+/// memory while it fits in a response, then in a file in the temporary folder (`/tmp` on
+/// Lambda). An output bigger than the function's memory, a sort's, is never held whole.
+pub struct Spool {
+    limit: usize,
+    memory: Vec<u8>,
+    file: Option<(BufWriter<File>, TempPath)>,
+    len: u64,
+}
+
+impl Spool {
+    /// A spool that keeps up to `limit` bytes in memory.
+    pub fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            memory: Vec::new(),
+            file: None,
+            len: 0,
+        }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Encodes one partition from `batches`; its rows.
+    pub async fn write_partition(
+        &mut self,
+        schema: &SchemaRef,
+        mut batches: SendableRecordBatchStream,
+    ) -> Result<u64> {
+        let at = self.len;
+        self.write_all(&0u64.to_le_bytes())?;
+        let mut rows = 0;
+        let mut writer = StreamWriter::try_new(&mut *self, schema)?;
+        while let Some(batch) = batches.next().await {
+            let batch = batch?;
+            rows += batch.num_rows() as u64;
+            writer.write(&quiver_core::format::compact_views(&batch)?)?;
+        }
+        writer.finish()?;
+        drop(writer);
+        let stream = self.len - at - 8;
+        self.write_at(at, &stream.to_le_bytes())?;
+        Ok(rows)
+    }
+
+    /// The output as it travels back: inline when it fits in a response, else put under
+    /// the result prefix (from disk, in parts, when it was spooled there).
+    pub async fn deliver(
+        self,
+        runtime: &QuiverRuntime,
+        s3: &S3Options,
+        request: &WorkerRequest,
+    ) -> Result<Output> {
+        let Some((mut file, path)) = self.file else {
+            return deliver(runtime, s3, request, self.memory).await;
+        };
+        file.flush().map_err(|e| spool_error(&e))?;
+        let key = spill_key(request, self.len)?;
+        runtime.sources.put_file(&key, s3, &path).await?;
+        Ok(Output::Spilled(key))
+    }
+
+    /// Overwrites bytes already written at offset `at` (a partition's length).
+    fn write_at(&mut self, at: u64, bytes: &[u8]) -> Result<()> {
+        let io = |e: std::io::Error| spool_error(&e);
+        match &mut self.file {
+            None => {
+                let at = at as usize;
+                self.memory[at..at + bytes.len()].copy_from_slice(bytes);
+            }
+            Some((file, _)) => {
+                file.seek(SeekFrom::Start(at)).map_err(io)?;
+                file.write_all(bytes).map_err(io)?;
+                file.seek(SeekFrom::End(0)).map_err(io)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Write for Spool {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if self.file.is_none() && self.memory.len() + bytes.len() > self.limit {
+            let (file, path) = tempfile::Builder::new()
+                .prefix("quiver-output-")
+                .suffix(".arrows")
+                .tempfile()?
+                .into_parts();
+            let mut file = BufWriter::with_capacity(1 << 20, file);
+            file.write_all(&std::mem::take(&mut self.memory))?;
+            self.file = Some((file, path));
+        }
+        match &mut self.file {
+            None => self.memory.extend_from_slice(bytes),
+            Some((file, _)) => file.write_all(bytes)?,
+        }
+        self.len += bytes.len() as u64;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match &mut self.file {
+            None => Ok(()),
+            Some((file, _)) => file.flush(),
+        }
+    }
+}
+
+fn spool_error(e: &std::io::Error) -> DataFusionError {
+    DataFusionError::Execution(format!(
+        "cannot write the output to the temporary folder ({}): {e}",
+        std::env::temp_dir().display()
+    ))
 }
 
 /// `prefix/QUERY/worker-N-UNIQUE.arrows`: new for every attempt, so a retried worker never
@@ -100,5 +233,69 @@ pub async fn ship_fragment(
 pub async fn discard_object(runtime: &QuiverRuntime, s3: &S3Options, key: &str) {
     if let Ok(source) = runtime.sources.for_path(key, s3) {
         let _ = source.delete(key).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{Int64Array, RecordBatch};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+
+    use super::*;
+    use crate::protocol::{decode_partitions, encode_partitions};
+
+    fn partitions() -> (SchemaRef, Vec<Vec<RecordBatch>>) {
+        let schema = Arc::new(Schema::new(vec![Field::new("i", DataType::Int64, false)]));
+        let batch = |from: i64, rows: i64| {
+            let column = Int64Array::from_iter_values(from..from + rows);
+            RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(column)]).unwrap()
+        };
+        let partitions = vec![
+            vec![batch(0, 3)],
+            vec![batch(3, 5000), batch(5003, 5000)],
+            vec![],
+        ];
+        (schema, partitions)
+    }
+
+    /// The bytes `limit`'s spool ends with, and whether it went to disk.
+    fn spooled(limit: usize) -> (Vec<u8>, bool) {
+        let (schema, partitions) = partitions();
+        let mut spool = Spool::new(limit);
+        for batches in partitions {
+            let stream = futures::stream::iter(batches.into_iter().map(Ok));
+            let stream = Box::pin(RecordBatchStreamAdapter::new(Arc::clone(&schema), stream));
+            futures::executor::block_on(spool.write_partition(&schema, stream)).unwrap();
+        }
+        match spool.file {
+            None => (spool.memory, false),
+            Some((mut file, path)) => {
+                file.flush().unwrap();
+                (std::fs::read(&path).unwrap(), true)
+            }
+        }
+    }
+
+    /// Spooled to memory or, past the limit, to disk: the same bytes as encoding the
+    /// partitions whole, lengths patched in place.
+    #[test]
+    fn a_spool_encodes_as_encode_partitions_does_in_memory_or_on_disk() {
+        let (schema, partitions) = partitions();
+        let whole = encode_partitions(&schema, &partitions).unwrap();
+        let (in_memory, on_disk) = spooled(whole.len());
+        assert!(!on_disk);
+        assert_eq!(in_memory, whole);
+        let (from_disk, on_disk) = spooled(1000);
+        assert!(on_disk);
+        assert_eq!(from_disk, whole);
+        let decoded = decode_partitions(&from_disk).unwrap();
+        let rows: Vec<usize> = decoded
+            .iter()
+            .map(|p| p.iter().map(RecordBatch::num_rows).sum())
+            .collect();
+        assert_eq!(rows, [3, 10000, 0]);
     }
 }

@@ -64,11 +64,12 @@ async fn main() -> Result<(), Error> {
             // so a line formatted piece by piece interleaved with another worker's.
             let line = format!(
                 "quiver worker {number} of {query}: {buckets} buckets, {} rows, {} requests, \
-                 {} bytes in {:.0} ms\n",
+                 {} bytes in {:.0} ms, peak {} MB\n",
                 response.metrics.rows,
                 response.metrics.reads.requests,
                 response.metrics.reads.bytes_read,
-                started.elapsed().as_secs_f64() * 1e3
+                started.elapsed().as_secs_f64() * 1e3,
+                response.metrics.peak_memory >> 20
             );
             let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             Ok::<_, Error>(response)
