@@ -542,6 +542,23 @@ def test_a_copy_failing_half_way_leaves_nothing(quiver, tmp_path):
     assert left == [], left
 
 
+def test_a_corrupt_page_is_an_error_that_names_the_file(quiver, tmp_path):
+    """A data page that no longer decompresses: Arrow's error named no file ("Arrow error:
+    Parquet argument error: External: Unknown frame descriptor")."""
+    path = tmp_path / "pages.parquet"
+    quiver.ok("query", "--format", "parquet", "--output", str(path),
+              "SELECT i, i * 7 AS j FROM generate_series(1, 200000) AS t(i)")
+    data = bytearray(path.read_bytes())
+    first_page = data.find(b"\x28\xb5\x2f\xfd")  # zstd's magic number, in the first page
+    assert first_page > 0
+    data[first_page:first_page + 4] = bytes(4)
+    path.write_bytes(bytes(data))
+    proc = quiver.run("query", f"SELECT sum(i), sum(j) FROM '{path}'")
+    assert proc.returncode == 1, proc.stderr
+    assert f"{path}: corrupt Parquet data:" in proc.stderr, proc.stderr
+    assert "panicked" not in proc.stderr, proc.stderr
+
+
 # the memory limit
 
 # About 110 MB of rows to sort: well over the limits set below.

@@ -571,6 +571,9 @@ impl futures::Stream for BucketStream {
                         (this.done)();
                         continue;
                     }
+                    Ok(Poll::Ready(Some(Err(error)))) => {
+                        return Poll::Ready(Some(Err(naming_the_file(path, error))))
+                    }
                     Ok(other) => return other,
                     Err(panic) => {
                         let error = corrupt_data(path, &panic);
@@ -597,6 +600,25 @@ impl futures::Stream for BucketStream {
                 None => return Poll::Pending,
             }
         }
+    }
+}
+
+/// A decoder's error on a file's pages (a page that does not decompress or decode) as
+/// "PATH: corrupt Parquet data: ...": Arrow's and Parquet's errors name no file. Errors
+/// that already name it (a failed read) pass unchanged.
+fn naming_the_file(path: &str, error: DataFusionError) -> DataFusionError {
+    let reason = error.to_string();
+    match error {
+        DataFusionError::ArrowError(..) | DataFusionError::ParquetError(..)
+            if !reason.contains(path) =>
+        {
+            QuiverError::CorruptData {
+                path: path.to_string(),
+                reason,
+            }
+            .into()
+        }
+        other => other,
     }
 }
 
