@@ -48,6 +48,7 @@ the coordinator's answer (`metrics.workers`, summed over workers) and the emulat
 read per file per worker.
 """
 import base64
+import contextlib
 import http.client
 import json
 import os
@@ -349,6 +350,37 @@ def function_env(minio, s3_url, timeout):
                QUIVER_INVOKE_TIMEOUT_SECS=str(int(timeout)),
                RUST_LOG="warn")
     return env
+
+
+@contextlib.contextmanager
+def emulated(bench, files, log_name, memory_mb=None):
+    """MinIO holding `files` ({key: local path}) and the emulator's functions reading it
+    directly (no proxy), both ready, both stopped after: yields (endpoint, emulator). Raises
+    objectstore.ServerError when either cannot start."""
+    timeout = float(getattr(bench.options, "timeout", 900))
+    minio, emulator = objectstore.MinIO(getattr(bench.options, "minio_port", 9300)), None
+    try:
+        minio.start()
+        objectstore.upload(minio.client(), objectstore.BUCKET, files)
+        emulator = Emulator(function_env(minio, minio.endpoint, timeout), timeout,
+                            os.path.join(data.ROOT, log_name), memory_mb=memory_mb)
+        emulator.start()
+        emulator.wait_ready()
+        yield minio.endpoint_for(minio.endpoint, objectstore.BUCKET), emulator
+    finally:
+        if emulator is not None:
+            emulator.stop()
+        minio.stop()
+
+
+class NoCounter:
+    """For Emulator.query when nothing counts requests (MinIO read directly)."""
+
+    def reset(self):
+        pass
+
+    def read(self):
+        return {}
 
 
 class Emulator(LambdaEmulator):

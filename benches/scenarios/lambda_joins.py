@@ -35,52 +35,39 @@ SETTINGS = {"lambda.workers": "4", "lambda.retries": "0"}
 
 
 def run(bench):
-    options = bench.options
     sf = bench.mode.sf
-    timeout = float(getattr(options, "timeout", 900))
     folder = os.path.join(data.tpch(sf), "single")
     duckdb = next(e for e in bench.engines if e.name == "duckdb")
     local_views = [s for t in TABLES for s in duckdb.view(t, os.path.join(folder, f"{t}.parquet"))]
-    rows = []
-    minio, emulator, failure = objectstore.MinIO(getattr(options, "minio_port", 9300)), None, None
+    rows, failure = [], None
+    files = {f"tpch-sf{sf}/single/{t}.parquet": os.path.join(folder, f"{t}.parquet")
+             for t in TABLES}
     try:
-        minio.start()
-        files = {f"tpch-sf{sf}/single/{t}.parquet": os.path.join(folder, f"{t}.parquet")
-                 for t in TABLES}
-        objectstore.upload(minio.client(), objectstore.BUCKET, files)
-        endpoint = minio.endpoint_for(minio.endpoint, objectstore.BUCKET)
-        views = "".join(f"CREATE OR REPLACE VIEW {t} AS SELECT * FROM read_parquet("
-                        f"'{endpoint.s3_url(f'tpch-sf{sf}/single/{t}.parquet')}');\n"
-                        for t in TABLES)
-        emulator = lambda_workers.Emulator(
-            lambda_workers.function_env(minio, minio.endpoint, timeout), timeout,
-            os.path.join(data.ROOT, "lambda-joins-emulator.log"))
-        emulator.start()
-        emulator.wait_ready()
-        counter = _NoCounter()
-        emulator.query(views + "SELECT count(*) FROM nation", SETTINGS, counter)  # warm-up
-        for n in QUERIES:
-            sql = query_sql(n)
-            expected = duckdb.run(local_views, sql).rows
-            row = [f"q{n:02d}"]
-            outcomes = {}
-            for place, extra in PLACES.items():
-                try:
-                    result = emulator.query(views + sql, {**SETTINGS, **extra}, counter)
-                    problem = measure.check(expected, result.rows)
-                except EngineError as e:
-                    result, problem = None, str(e)
-                outcomes[place] = (result, problem)
-            row += _cells(outcomes)
-            rows.append(row)
-            print(f"  {NAME} q{n:02d}: " + " | ".join(str(c) for c in row[1:]), flush=True)
+        with lambda_workers.emulated(bench, files, "lambda-joins-emulator.log") as (endpoint,
+                                                                                    emulator):
+            views = "".join(f"CREATE OR REPLACE VIEW {t} AS SELECT * FROM read_parquet("
+                            f"'{endpoint.s3_url(f'tpch-sf{sf}/single/{t}.parquet')}');\n"
+                            for t in TABLES)
+            counter = lambda_workers.NoCounter()
+            emulator.query(views + "SELECT count(*) FROM nation", SETTINGS, counter)  # warm-up
+            for n in QUERIES:
+                sql = query_sql(n)
+                expected = duckdb.run(local_views, sql).rows
+                row = [f"q{n:02d}"]
+                outcomes = {}
+                for place, extra in PLACES.items():
+                    try:
+                        result = emulator.query(views + sql, {**SETTINGS, **extra}, counter)
+                        problem = measure.check(expected, result.rows)
+                    except EngineError as e:
+                        result, problem = None, str(e)
+                    outcomes[place] = (result, problem)
+                row += _cells(outcomes)
+                rows.append(row)
+                print(f"  {NAME} q{n:02d}: " + " | ".join(str(c) for c in row[1:]), flush=True)
     except objectstore.ServerError as e:
         failure = str(e)
         print(f"  {NAME}: not run (further): {failure}", flush=True)
-    finally:
-        if emulator is not None:
-            emulator.stop()
-        minio.stop()
     if not rows:
         return report.Section(NAME, TITLE, f"Not run: {failure}\n", [], [f"not run: {failure}"])
     header = (["query"] + [f"MB out ({p})" for p in PLACES] + ["MB exchanged (default)",
@@ -94,16 +81,6 @@ def run(bench):
     summary = [f"{len(fell)} of {len(rows)} TPC-H queries return less than half the bytes "
                f"with joins on the workers (broadcast and exchange)"]
     return report.Section(NAME, TITLE, body, [], summary)
-
-
-class _NoCounter:
-    """The emulator's query() reads a request counter; this scenario reads MinIO directly."""
-
-    def reset(self):
-        pass
-
-    def read(self):
-        return {}
 
 
 def _cells(outcomes):

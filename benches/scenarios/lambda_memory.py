@@ -35,46 +35,22 @@ KEY = "lineitem.parquet"
 
 def run(bench):
     sf = bench.mode.sf
-    timeout = float(getattr(bench.options, "timeout", 900))
     local = os.path.join(data.tpch(sf), "single", "lineitem.parquet")
-    minio = objectstore.MinIO(getattr(bench.options, "minio_port", 9300))
-    emulator, failure, rows = None, None, []
+    key = f"tpch-sf{sf}/single/{KEY}"
+    rows, failure = [], None
     try:
-        minio.start()
-        key = f"tpch-sf{sf}/single/{KEY}"
-        objectstore.upload(minio.client(), objectstore.BUCKET, {key: local})
-        url = minio.endpoint_for(minio.endpoint, objectstore.BUCKET).s3_url(key)
-        source = f"read_parquet('{url}')"
-        emulator = lambda_workers.Emulator(
-            lambda_workers.function_env(minio, minio.endpoint, timeout), timeout,
-            os.path.join(data.ROOT, "lambda-memory-emulator.log"), memory_mb=FUNCTION_MB)
-        emulator.start()
-        emulator.wait_ready()
-        for workers in WORKERS:
-            settings = {"lambda.workers": str(workers), "lambda.retries": "0"}
-            for work, sql in memory_limit.WORK.items():
-                row = [work, f"SF {sf}", workers, FUNCTION_MB]
-                try:
-                    table, seconds, metrics, _ = emulator.query_table(
-                        sql.format(source=source), settings, _NoCounter())
-                    workers_metrics = metrics.get("workers") or {}
-                    peak = workers_metrics.get("peak_memory", 0) / 2**20
-                    slowest = metrics["log"].get("slowest_ms")
-                    row += [f"{peak:.0f}", report.seconds(seconds),
-                            report.seconds(slowest / 1e3) if slowest else "-",
-                            _check(work, table, sql.format(source=f"read_parquet('{local}')"))]
-                    del table
-                except EngineError as e:
-                    row += ["failed", "-", "-", f"**failed**: {str(e)[:300]}"]
-                rows.append(row)
-                print(f"  {NAME} {work}, {workers} worker(s): {row[4:]}", flush=True)
+        with lambda_workers.emulated(bench, {key: local}, "lambda-memory-emulator.log",
+                                     memory_mb=FUNCTION_MB) as (endpoint, emulator):
+            source = f"read_parquet('{endpoint.s3_url(key)}')"
+            for workers in WORKERS:
+                for work, sql in memory_limit.WORK.items():
+                    row = [work, f"SF {sf}", workers, FUNCTION_MB]
+                    row += _run(emulator, work, sql, source, local, workers)
+                    rows.append(row)
+                    print(f"  {NAME} {work}, {workers} worker(s): {row[4:]}", flush=True)
     except objectstore.ServerError as e:
         failure = str(e)
         print(f"  {NAME}: not run (further): {failure}", flush=True)
-    finally:
-        if emulator is not None:
-            emulator.stop()
-        minio.stop()
     if not rows:
         return report.Section(NAME, TITLE, f"Not run: {failure}\n", [], [f"not run: {failure}"])
     body = (__doc__.split("\n\n", 1)[1] + "\n"
@@ -84,6 +60,22 @@ def run(bench):
     summary = [f"{r[0]} of SF {sf} lineitem on {r[2]} worker(s) of {FUNCTION_MB} MB: the "
                f"largest peaked at {r[4]} MB" for r in rows]
     return report.Section(NAME, TITLE, body, [], summary)
+
+
+def _run(emulator, work, sql, source, local, workers):
+    """The cells of one run: the largest worker's peak MB, the invoke's seconds, the slowest
+    worker's, the check."""
+    settings = {"lambda.workers": str(workers), "lambda.retries": "0"}
+    try:
+        answer, seconds, metrics, _ = emulator.query_table(
+            sql.format(source=source), settings, lambda_workers.NoCounter())
+    except EngineError as e:
+        return ["failed", "-", "-", f"**failed**: {str(e)[:300]}"]
+    peak = (metrics.get("workers") or {}).get("peak_memory", 0) / 2**20
+    slowest = metrics["log"].get("slowest_ms")
+    return [f"{peak:.0f}", report.seconds(seconds),
+            report.seconds(slowest / 1e3) if slowest else "-",
+            _check(work, answer, sql.format(source=f"read_parquet('{local}')"))]
 
 
 def _check(work, answer, local_sql):
@@ -110,13 +102,3 @@ def _in_order(table):
             return False
         later |= step > 0
     return True
-
-
-class _NoCounter:
-    """query_table reads a request counter; this scenario reads MinIO directly."""
-
-    def reset(self):
-        pass
-
-    def read(self):
-        return {}
