@@ -571,16 +571,20 @@ def spill_count(quiver, sql, *args):
     return sum(int(n) for n in re.findall(r"spill_count=(\d+)", plan))
 
 
+def sorted_ids(quiver, tmp_path, sql, *args):
+    """The `i` column of a sort's (i, pad) rows, written to a CSV file."""
+    out = tmp_path / "sorted.csv"
+    quiver.ok("query", "--format", "csv", "--output", str(out), *args, sql)
+    with open(out) as f:
+        assert f.readline() == "i,pad\n"
+        return [int(line.split(",", 1)[0]) for line in f]
+
+
 def test_a_sort_over_the_memory_limit_spills_and_answers_right(quiver, tmp_path):
     assert spill_count(quiver, BIG_SORT) == 0, "the default limit should hold this sort"
     limit = ("--set", "quiver.memory_limit=64MB")
     assert spill_count(quiver, BIG_SORT, *limit) > 0
-    out = tmp_path / "sorted.csv"
-    quiver.ok("query", "--format", "csv", "--output", str(out), *limit, BIG_SORT)
-    with open(out) as f:
-        assert f.readline() == "i,pad\n"
-        ids = [int(line.split(",", 1)[0]) for line in f]
-    assert ids == list(range(1000000, 0, -1))
+    assert sorted_ids(quiver, tmp_path, BIG_SORT, *limit) == list(range(1000000, 0, -1))
 
 
 def test_a_fragment_that_spills_answers_right(quiver, tmp_path):
@@ -595,12 +599,7 @@ def test_a_fragment_that_spills_answers_right(quiver, tmp_path):
     # (EXPLAIN ANALYZE shows no metrics of operators run in fragments.)
     args = ("--executor", "fragments", "--threads", "2", "--set", "quiver.min_bucket_bytes=0",
             "--set", "quiver.memory_limit=128MB")
-    out = tmp_path / "sorted.csv"
-    quiver.ok("query", "--format", "csv", "--output", str(out), *args, sql)
-    with open(out) as f:
-        assert f.readline() == "i,pad\n"
-        ids = [int(line.split(",", 1)[0]) for line in f]
-    assert ids == list(range(1000000, 0, -1))
+    assert sorted_ids(quiver, tmp_path, sql, *args) == list(range(1000000, 0, -1))
 
 
 def test_a_join_that_cannot_spill_names_the_limit(quiver):

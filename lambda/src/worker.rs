@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::error::{DataFusionError, Result};
-use datafusion::execution::memory_pool::MemoryLimit;
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::{execute_stream, ExecutionPlan, Partitioning};
@@ -188,13 +187,8 @@ impl Worker {
         // makes them: one per bucket, all running at once, each held a bucket and left
         // its sort too little room (a 384 MB worker failed SF 1 lineitem's sort).
         let config = context.session_config();
-        let limit = match context.memory_pool().memory_limit() {
-            MemoryLimit::Finite(bytes) => Some(bytes as u64),
-            _ => None,
-        };
         let options = QuiverOptions::of(config.options())
-            .buckets(config.target_partitions())
-            .within_memory_limit(limit);
+            .buckets(config.target_partitions(), context.memory_pool().as_ref());
         let partitions = group_buckets(request.buckets.clone(), &options);
         let plan = over_partitions(template, request.files.clone(), partitions)?;
         let plan = match merge_plan(template, Arc::clone(&plan))? {

@@ -3,6 +3,7 @@
 
 use datafusion::common::config::{ConfigExtension, ConfigOptions};
 use datafusion::common::extensions_options;
+use datafusion::execution::memory_pool::{MemoryLimit, MemoryPool};
 
 use crate::bucket::{BucketOptions, MAX_BUCKET_BYTES, MIN_BUCKET_BYTES};
 use crate::cache::BLOCK_CACHE_BYTES;
@@ -110,12 +111,19 @@ impl QuiverOptions {
         }
     }
 
-    pub fn buckets(&self, threads: usize) -> BucketOptions {
+    /// How a scan's buckets and partitions are planned: these settings, `threads`, and the
+    /// limit of the query's memory `pool` (the planner's, and a Lambda worker's own).
+    pub fn buckets(&self, threads: usize, pool: &dyn MemoryPool) -> BucketOptions {
+        let limit = match pool.memory_limit() {
+            MemoryLimit::Finite(bytes) => Some(bytes as u64),
+            _ => None,
+        };
         BucketOptions {
             min_bucket_bytes: self.min_bucket_bytes,
             max_bucket_bytes: self.max_bucket_bytes,
             ..BucketOptions::for_threads(threads)
         }
+        .within_memory_limit(limit)
     }
 }
 

@@ -751,14 +751,13 @@ impl BucketScanExec {
                 }),
             ),
             None => {
-                let fetch = &options.fetch();
-                let blocks = &runtime.blocks;
+                let fetch = options.fetch();
                 let fetched = fetch_ranges(
                     source.as_ref(),
                     meta,
                     &ranges,
-                    fetch,
-                    blocks,
+                    &fetch,
+                    &runtime.blocks,
                     metrics,
                     &lane,
                 )

@@ -17,7 +17,6 @@ use datafusion::datasource::file_format::parquet::{
 };
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::{DataFusionError, Result};
-use datafusion::execution::memory_pool::MemoryLimit;
 use datafusion::logical_expr::type_coercion::binary::type_union_resolution;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
@@ -635,13 +634,10 @@ impl QuiverTable {
             summary.row_groups_pruned += file.row_groups - read;
             summary.bytes_planned += file.work.row_groups.iter().map(|(_, b)| b).sum::<u64>();
         }
-        let memory_limit = match state.runtime_env().memory_pool.memory_limit() {
-            MemoryLimit::Finite(bytes) => Some(bytes as u64),
-            _ => None,
-        };
-        let options = QuiverOptions::of(state.config().options())
-            .buckets(state.config().target_partitions())
-            .within_memory_limit(memory_limit);
+        let options = QuiverOptions::of(state.config().options()).buckets(
+            state.config().target_partitions(),
+            state.runtime_env().memory_pool.as_ref(),
+        );
         let (work, files_statistics): (Vec<FileWork>, Vec<Statistics>) =
             files.into_iter().map(|f| (f.work, f.statistics)).unzip();
         let statistics = statistics::scan_statistics(
