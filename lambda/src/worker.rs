@@ -21,7 +21,7 @@ use quiver_core::exec::exchange::{hash_parts, over_parts, split_side};
 use quiver_core::exec::run_partitions;
 use quiver_core::fragment::{decode, over_buckets, over_partitions};
 use quiver_core::options::QuiverOptions;
-use quiver_core::source::ObjectMeta;
+use quiver_core::source::{ObjectMeta, S3Options};
 use quiver_core::{QuiverSession, SessionOptions};
 use quiver_lambda_executor::executor::merge_plan;
 use quiver_lambda_executor::protocol::{
@@ -41,6 +41,11 @@ impl Worker {
         })
     }
 
+    /// The S3 settings of the request being run (its `settings` are set on the session).
+    fn s3(&self) -> S3Options {
+        QuiverOptions::of(self.session.context().state().config_options()).s3()
+    }
+
     /// Runs a request to its response. Blocking: call it off the async threads.
     pub fn run(&self, request: &WorkerRequest) -> Result<WorkerResponse> {
         for (key, value) in &request.settings {
@@ -51,7 +56,7 @@ impl Worker {
         reset_peak_memory();
         let context = self.session.context().task_ctx();
         let started = Instant::now();
-        let s3 = QuiverOptions::of(self.session.context().state().config_options()).s3();
+        let s3 = self.s3();
         let fragment =
             futures::executor::block_on(fragment_bytes(self.session.runtime(), &s3, request))?;
         let template = decode(&fragment, &context)?;
@@ -105,7 +110,7 @@ impl Worker {
         let (spool, rows) = self.spool(request, template, context)?;
         let ran_at = started.elapsed();
         let returned = spool.len();
-        let s3 = QuiverOptions::of(self.session.context().state().config_options()).s3();
+        let s3 = self.s3();
         let output = spool.deliver(self.session.runtime(), &s3, request);
         Ok(Done {
             output: futures::executor::block_on(output)?,
@@ -159,7 +164,7 @@ impl Worker {
                 // A join's output (the exchange's second wave).
                 let bytes = encode_partitions(&template.schema(), &partitions)?;
                 returned = bytes.len() as u64;
-                let s3 = QuiverOptions::of(self.session.context().state().config_options()).s3();
+                let s3 = self.s3();
                 let output = deliver(self.session.runtime(), &s3, request, bytes);
                 futures::executor::block_on(output)?
             }
@@ -215,7 +220,7 @@ impl Worker {
         let bytes = encode_partitions(schema, parts)?;
         let ranges = partition_ranges(&bytes)?;
         let key = result_key(prefix, &request.query_id, request.worker);
-        let s3 = QuiverOptions::of(self.session.context().state().config_options()).s3();
+        let s3 = self.s3();
         let put = self.session.runtime().sources.put(&key, &s3, bytes.into());
         futures::executor::block_on(put)?;
         let parts = ranges
@@ -259,7 +264,7 @@ impl Worker {
     /// The rows of an exchange's pieces (each an Arrow IPC stream), and their bytes.
     async fn read_pieces(&self, pieces: &[Piece]) -> Result<(Vec<RecordBatch>, u64)> {
         let runtime = self.session.runtime();
-        let s3 = QuiverOptions::of(self.session.context().state().config_options()).s3();
+        let s3 = self.s3();
         let s3 = &s3;
         let streams = try_join_all(pieces.iter().map(|piece| async move {
             let object = ObjectMeta {
@@ -291,7 +296,7 @@ impl Worker {
             job: format!("{}-{}", target.job, quiver_core::source::unique_id()),
             ..target.clone()
         };
-        let s3 = QuiverOptions::of(self.session.context().state().config_options()).s3();
+        let s3 = self.s3();
         let batches: Vec<RecordBatch> = partitions.iter().flatten().cloned().collect();
         futures::executor::block_on(write_parts(
             self.session.runtime(),
