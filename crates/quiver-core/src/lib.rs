@@ -18,6 +18,7 @@ pub mod cost;
 pub mod error;
 pub mod exec;
 mod fetch;
+mod fixed_decimals;
 mod footer;
 pub mod format;
 pub mod fragment;

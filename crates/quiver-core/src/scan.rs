@@ -37,7 +37,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
 use futures::future::{try_join_all, BoxFuture, FutureExt};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::file::metadata::ParquetMetaData;
 use serde::{Deserialize, Serialize};
@@ -374,7 +374,10 @@ impl ExecutionPlan for BucketScanExec {
         })?;
         let runtime = QuiverRuntime::of(context.session_config())?;
         if let Some(inputs) = &self.fetched {
-            let decoded = self.decoder(inputs.as_ref().clone())?.execute(0, context)?;
+            let scan = self.clone();
+            let decoded = futures::stream::iter(inputs.as_ref().clone())
+                .map(move |input| scan.decode(input, Arc::clone(&context)))
+                .try_flatten();
             let metrics = runtime.metrics();
             let done = buckets.len() as u64;
             let finished = futures::stream::once(async move {
@@ -445,7 +448,7 @@ impl ExecutionPlan for BucketScanExec {
         let metrics = runtime.metrics();
         let decode = move |input: PartitionedFile| {
             counters.record(std::slice::from_ref(&input));
-            scan.decoder(vec![input])?.execute(0, Arc::clone(&context))
+            scan.decode(input, Arc::clone(&context))
         };
         let done = move || QueryMetrics::add(&metrics.buckets_done, 1);
         Ok(Box::pin(RecordBatchStreamAdapter::new(
@@ -685,7 +688,10 @@ impl OnDemand {
 struct BucketInput {
     meta: ObjectMeta,
     source: Arc<dyn ObjectSource>,
+    /// The footer the decoder reads (see `fixed_decimals`).
     metadata: Arc<ParquetMetaData>,
+    /// The file columns as the decoder is to type them, when not as the table does.
+    file_schema: Option<SchemaRef>,
     fetched: FetchedBytes,
     on_demand: Option<OnDemand>,
     metrics: Arc<QueryMetrics>,
@@ -777,10 +783,14 @@ impl BucketScanExec {
             }
             access.scan(rg);
         }
+        let decoding = crate::fixed_decimals::decoding_footer(&metadata, &self.file_schema());
         let input = Arc::new(BucketInput {
             meta: meta.clone(),
             source,
-            metadata,
+            metadata: decoding
+                .as_ref()
+                .map_or(metadata, |d| Arc::clone(&d.metadata)),
+            file_schema: decoding.map(|d| d.file_schema),
             fetched,
             on_demand,
             metrics: Arc::clone(metrics),
@@ -803,11 +813,25 @@ impl BucketScanExec {
             .collect()
     }
 
-    /// DataFusion's Parquet reader over the fetched buckets, one partition.
-    fn decoder(&self, files: Vec<PartitionedFile>) -> Result<Arc<dyn ExecutionPlan>> {
-        let fields = self.table_schema.fields();
-        let file_schema = Arc::new(Schema::new(fields[..self.file_columns].to_vec()));
-        let listing_fields = fields[self.file_columns..].to_vec();
+    /// The table's file columns, as the footers type them.
+    fn file_schema(&self) -> Schema {
+        Schema::new(self.table_schema.fields()[..self.file_columns].to_vec())
+    }
+
+    /// One fetched (or on-demand) bucket decoded by DataFusion's Parquet reader, its
+    /// fixed-length decimals converted as they come out (see `fixed_decimals`).
+    fn decode(
+        &self,
+        file: PartitionedFile,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let decoding_schema = file
+            .extension::<Arc<BucketInput>>()
+            .and_then(|input| input.file_schema.clone());
+        let file_schema = decoding_schema
+            .clone()
+            .unwrap_or_else(|| Arc::new(self.file_schema()));
+        let listing_fields = self.table_schema.fields()[self.file_columns..].to_vec();
         let source = ParquetSource::new(
             TableSchema::builder(file_schema)
                 .with_table_partition_cols(listing_fields)
@@ -818,9 +842,18 @@ impl BucketScanExec {
         let config =
             FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
                 .with_projection_indices(self.projection.clone())?
-                .with_file_group(FileGroup::new(files))
+                .with_file_group(FileGroup::new(vec![file]))
                 .build();
-        Ok(DataSourceExec::from_data_source(config))
+        let decoded = DataSourceExec::from_data_source(config).execute(0, context)?;
+        if decoding_schema.is_none() {
+            return Ok(decoded);
+        }
+        let schema = self.schema();
+        let restored = {
+            let schema = Arc::clone(&schema);
+            decoded.map(move |batch| crate::fixed_decimals::restore(batch?, &schema))
+        };
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, restored)))
     }
 }
 
