@@ -81,24 +81,19 @@ impl BucketOptions {
         self.memory_limit / HELD_SHARE_OF_LIMIT
     }
 
-    /// Partitions the limit affords with room to spill: twice the threads at most, one at
-    /// least.
+    /// The most partitions a scan gets: those the limit affords with room to spill, twice
+    /// the threads at most, one at least. More add no parallelism, and each holds a bucket
+    /// and its operators' state at once: an export of SF 1 lineitem held five partitions'
+    /// worth, SF 10 eighteen.
     fn affordable_partitions(&self) -> u64 {
         (self.memory_limit / PARTITION_MEMORY).clamp(1, 2 * self.threads.max(1) as u64)
     }
 
     /// The biggest bucket: `max_bucket_bytes`, or less so that the affordable partitions
     /// hold one each within `held_bytes`.
-    fn bucket_cap(&self) -> u64 {
+    pub fn bucket_cap(&self) -> u64 {
         let per_partition = self.held_bytes() / self.affordable_partitions();
         self.max_bucket_bytes.min(per_partition).max(1)
-    }
-
-    /// The most partitions a scan gets: as many as hold one biggest bucket each within
-    /// `held_bytes` (unbounded without a limit).
-    fn max_partitions(&self) -> usize {
-        let most = (self.held_bytes() / self.bucket_cap()).max(1);
-        most.min(usize::MAX as u64) as usize
     }
 
     fn target_bytes(&self, total: u64) -> u64 {
@@ -153,10 +148,10 @@ pub fn plan_buckets(files: &[FileWork], options: &BucketOptions) -> Vec<Bucket> 
 
 /// Groups buckets into partitions: a big bucket stands alone, consecutive small ones share
 /// a partition up to the same target, so a thousand small files do not make a thousand
-/// partitions; and no more partitions than `max_partitions`, whose first buckets are all
-/// held at once.
+/// partitions; and no more partitions than `affordable_partitions`, whose first buckets
+/// are all held at once.
 pub fn group_buckets(buckets: Vec<Bucket>, options: &BucketOptions) -> Vec<Vec<Bucket>> {
-    let most = options.max_partitions();
+    let most = options.affordable_partitions() as usize;
     let groups = group_small_buckets(buckets, options);
     if groups.len() <= most {
         return groups;
@@ -175,6 +170,26 @@ pub fn group_buckets(buckets: Vec<Bucket>, options: &BucketOptions) -> Vec<Vec<B
     }
     partitions.retain(|p| !p.is_empty());
     partitions
+}
+
+/// A partition's buckets in consecutive runs of at most `bytes` each (a bigger bucket runs
+/// alone): what an executor that fetches before it computes holds at once per run.
+pub fn runs_within(buckets: &[Bucket], bytes: u64) -> Vec<Vec<Bucket>> {
+    let mut runs: Vec<Vec<Bucket>> = Vec::new();
+    let mut held = 0;
+    for bucket in buckets {
+        match runs.last_mut() {
+            Some(run) if held + bucket.bytes <= bytes => {
+                held += bucket.bytes;
+                run.push(bucket.clone());
+            }
+            _ => {
+                held = bucket.bytes;
+                runs.push(vec![bucket.clone()]);
+            }
+        }
+    }
+    runs
 }
 
 fn group_small_buckets(buckets: Vec<Bucket>, options: &BucketOptions) -> Vec<Vec<Bucket>> {
@@ -309,9 +324,10 @@ mod tests {
         let files = [file(0, &[3_800 * KIB; 61])];
         let free = BucketOptions::for_threads(2);
         let unlimited = plan_buckets(&files, &free);
-        // Four partitions of ~56 MiB and the rest: all of it held at once, at the least.
-        assert_eq!(group_buckets(unlimited.clone(), &free).len(), 5);
+        // Four buckets of ~56 MiB and the rest, in four partitions: twice the threads.
         assert!(unlimited.iter().filter(|b| b.bytes > 50 * MIB).count() == 4);
+        assert_eq!(unlimited.len(), 5);
+        assert_eq!(group_buckets(unlimited.clone(), &free).len(), 4);
         // Under 256 MB a quarter (64 MB) is for fetched buckets: 16 MB each, 4 partitions.
         let limited = free.within_memory_limit(Some(256_000_000));
         assert_eq!(limited.affordable_partitions(), 4);
@@ -347,6 +363,26 @@ mod tests {
         // A generous limit changes nothing.
         let roomy = free.within_memory_limit(Some(20 << 30));
         assert_eq!(plan_buckets(&files, &roomy), unlimited);
+    }
+
+    #[test]
+    fn a_partition_runs_in_pieces_within_a_cap() {
+        let buckets: Vec<Bucket> = [30, 30, 30, 200, 10, 10]
+            .iter()
+            .enumerate()
+            .map(|(i, &mb)| Bucket {
+                file: i,
+                row_groups: vec![0],
+                bytes: mb * MIB,
+            })
+            .collect();
+        let runs = runs_within(&buckets, 64 * MIB);
+        let files: Vec<Vec<usize>> = runs
+            .iter()
+            .map(|run| run.iter().map(|b| b.file).collect())
+            .collect();
+        assert_eq!(files, vec![vec![0, 1], vec![2], vec![3], vec![4, 5]]);
+        assert!(runs_within(&[], 64 * MIB).is_empty());
     }
 
     #[test]

@@ -214,15 +214,14 @@ impl BucketScanExec {
         )
     }
 
-    /// Fetches the bytes of partition `partition` without decoding anything.
-    pub async fn fetch_partition(
+    /// Fetches the bytes of `buckets` without decoding anything.
+    pub async fn fetch(
         &self,
-        partition: usize,
+        buckets: &[Bucket],
         runtime: &QuiverRuntime,
         options: &QuiverOptions,
     ) -> Result<Vec<PartitionedFile>> {
         let metrics = runtime.metrics();
-        let buckets = self.partitions.get(partition).cloned().unwrap_or_default();
         try_join_all(
             buckets
                 .iter()
@@ -231,13 +230,9 @@ impl BucketScanExec {
         .await
     }
 
-    /// This scan's partition `partition` alone, with its bytes already fetched.
-    pub fn with_fetched(&self, partition: usize, inputs: Vec<PartitionedFile>) -> Result<Self> {
-        let mut one = self.with_partitions(vec![self
-            .partitions
-            .get(partition)
-            .cloned()
-            .unwrap_or_default()])?;
+    /// This scan as one partition of `buckets`, their bytes already fetched.
+    pub fn with_fetched(&self, buckets: Vec<Bucket>, inputs: Vec<PartitionedFile>) -> Result<Self> {
+        let mut one = self.with_partitions(vec![buckets])?;
         one.fetched = Some(Arc::new(inputs));
         Ok(one)
     }

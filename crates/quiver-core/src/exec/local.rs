@@ -1,4 +1,4 @@
-//! Fragments run here: each partition's bytes fetched by the calling task, its compute
+//! Fragments run here: each bucket's bytes fetched by the calling task, its compute
 //! handed to the pool, so fetching the next bucket overlaps computing this one.
 
 use std::sync::Arc;
@@ -10,6 +10,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use futures::{StreamExt, TryStreamExt};
 
 use super::{ComputePool, FragmentRunner};
+use crate::bucket::{runs_within, Bucket};
 use crate::fragment::{decode, scan_of, with_scan, Fragment};
 use crate::metrics::SpanKind;
 use crate::options::QuiverOptions;
@@ -29,7 +30,7 @@ impl FragmentRunner for RayonRunner<'_> {
     }
 }
 
-/// One fragment, all its partitions: fetch the next partition while earlier ones compute.
+/// One fragment, all its buckets: fetch the next bucket while earlier ones compute.
 pub async fn run_fragment(
     bytes: &[u8],
     context: &Arc<TaskContext>,
@@ -38,11 +39,13 @@ pub async fn run_fragment(
     run_partitions(&decode(bytes, context)?, context, pool).await
 }
 
-/// Runs every partition of a decoded fragment. Partitions are fetched by the caller's
-/// task, several at once (one bucket's round trips hide behind another's), and each is
-/// computed on `pool` as soon as its bytes are in: a compute thread never waits on I/O,
-/// and the thread driving I/O never computes (except with `ComputePool::Inline`).
-/// Fetched bytes are bounded by the runtime's memory budget.
+/// Runs a decoded fragment in runs of buckets, each an output partition of its own (any
+/// grouping of buckets is one the plan above accepts): a run holds at most a bucket's
+/// cap of bytes, so a partition of many big buckets is never fetched whole, and small
+/// buckets still share a run. Runs are fetched by the caller's task, several at once (one
+/// run's round trips hide behind another's), and each is computed on `pool` as soon as
+/// its bytes are in: a compute thread never waits on I/O, and the thread driving I/O
+/// never computes (except with `ComputePool::Inline`).
 pub async fn run_partitions(
     fragment: &Arc<dyn ExecutionPlan>,
     context: &Arc<TaskContext>,
@@ -54,24 +57,32 @@ pub async fn run_partitions(
     let runtime = QuiverRuntime::of(context.session_config())?;
     let options = QuiverOptions::of(context.session_config().options());
     let metrics = runtime.metrics();
-    let count = scan.partitions().len();
+    let cap = options
+        .buckets(pool.threads(), context.memory_pool().as_ref())
+        .bucket_cap();
+    let mut runs: Vec<Vec<Bucket>> = (scan.partitions().iter())
+        .flat_map(|partition| runs_within(partition, cap))
+        .collect();
+    // One run over no bucket when there are none: an aggregate still answers.
+    if runs.is_empty() {
+        runs.push(vec![]);
+    }
+    let count = runs.len();
     let prefetch = (pool.threads() * 2).max(4);
     let (scan, runtime, options) = (&scan, &runtime, &options);
-    let mut fetches = futures::stream::iter(0..count)
-        .map(|partition| async move {
-            (
-                partition,
-                scan.fetch_partition(partition, runtime, options).await,
-            )
+    let mut fetches = futures::stream::iter(runs.into_iter().enumerate())
+        .map(|(index, buckets)| async move {
+            let inputs = scan.fetch(&buckets, runtime, options).await;
+            (index, buckets, inputs)
         })
         .buffer_unordered(prefetch);
     let mut computing = futures::stream::FuturesUnordered::new();
-    while let Some((partition, inputs)) = fetches.next().await {
-        let instance = with_scan(fragment, Arc::new(scan.with_fetched(partition, inputs?)?))?;
-        let (context, metrics) = (Arc::clone(context), Arc::clone(&metrics));
-        let lane = scan.partitions()[partition]
+    while let Some((index, buckets, inputs)) = fetches.next().await {
+        let lane = buckets
             .first()
-            .map_or_else(|| format!("partition {partition}"), |b| scan.lane(b));
+            .map_or_else(|| format!("partition {index}"), |b| scan.lane(b));
+        let instance = with_scan(fragment, Arc::new(scan.with_fetched(buckets, inputs?)?))?;
+        let (context, metrics) = (Arc::clone(context), Arc::clone(&metrics));
         let computed = pool.start(move || {
             let span = metrics.timeline.begin();
             let computed = instance
@@ -80,12 +91,12 @@ pub async fn run_partitions(
             metrics.timeline.end(span, SpanKind::Compute, lane, 0);
             computed
         });
-        computing.push(async move { Ok::<_, DataFusionError>((partition, computed.await?)) });
+        computing.push(async move { Ok::<_, DataFusionError>((index, computed.await?)) });
     }
     let mut results: Vec<Vec<RecordBatch>> = vec![vec![]; count];
     while let Some(done) = computing.next().await {
-        let (partition, batches) = done?;
-        results[partition] = batches;
+        let (index, batches) = done?;
+        results[index] = batches;
     }
     Ok(results)
 }
