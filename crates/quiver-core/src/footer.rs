@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::{Bytes, BytesMut};
 use datafusion::arrow::datatypes::Schema;
@@ -16,6 +16,7 @@ use tokio::sync::OnceCell;
 
 use crate::cache::BlockCache;
 use crate::error::{QuiverError, Result};
+use crate::fixed_decimals::{plain_decimals, PlainDecimals};
 use crate::metrics::{file_name, QueryMetrics, SpanKind};
 use crate::source::{HedgePolicy, ObjectMeta, ObjectSource};
 use crate::tail::read_range;
@@ -36,8 +37,15 @@ pub struct FooterCache {
 }
 
 /// A file's footer, once read: parsed, with its encoded length (`parquet_file_metadata`
-/// reports it).
-type FooterCell = Arc<OnceCell<(Arc<ParquetMetaData>, u64)>>;
+/// reports it) and, from its first decoding on, its decimals unannotated.
+type FooterCell = Arc<OnceCell<Footer>>;
+
+#[derive(Debug)]
+struct Footer {
+    parsed: Arc<ParquetMetaData>,
+    len: u64,
+    plain: OnceLock<Option<Arc<PlainDecimals>>>,
+}
 
 impl FooterCache {
     pub async fn load(
@@ -58,27 +66,51 @@ impl FooterCache {
                 .or_default(),
         );
         let mut read_here = false;
-        let (parsed, _) = cell
+        let footer = cell
             .get_or_try_init(|| {
                 read_here = true;
                 async {
                     let (parsed, len) =
                         read_footer(source, meta, known_len, metrics, blocks, hedge).await?;
-                    Ok::<_, QuiverError>((Arc::new(parsed), len))
+                    Ok::<_, QuiverError>(Footer {
+                        parsed: Arc::new(parsed),
+                        len,
+                        plain: OnceLock::new(),
+                    })
                 }
             })
             .await?;
         if !read_here {
             QueryMetrics::add(&metrics.footer_cache_hits, 1);
         }
-        Ok(Arc::clone(parsed))
+        Ok(Arc::clone(&footer.parsed))
+    }
+
+    /// `parsed` (this file's footer) with its fixed-length decimals unannotated, for its
+    /// decoder: built once while the cache holds the footer.
+    pub fn plain_decimals(
+        &self,
+        meta: &ObjectMeta,
+        parsed: &Arc<ParquetMetaData>,
+    ) -> Option<Arc<PlainDecimals>> {
+        let key = (meta.path.clone(), meta.version.clone());
+        let cell = (self.entries.lock().unwrap_or_else(|p| p.into_inner()))
+            .get(&key)
+            .cloned();
+        match cell.as_ref().and_then(|cell| cell.get()) {
+            Some(footer) if Arc::ptr_eq(&footer.parsed, parsed) => footer
+                .plain
+                .get_or_init(|| plain_decimals(parsed).map(Arc::new))
+                .clone(),
+            _ => plain_decimals(parsed).map(Arc::new),
+        }
     }
 
     /// The encoded length of a footer this cache holds.
     pub fn encoded_len(&self, meta: &ObjectMeta) -> Option<u64> {
         let key = (meta.path.clone(), meta.version.clone());
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.get(&key)?.get().map(|(_, len)| *len)
+        entries.get(&key)?.get().map(|footer| footer.len)
     }
 }
 

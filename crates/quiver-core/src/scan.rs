@@ -778,14 +778,20 @@ impl BucketScanExec {
             }
             access.scan(rg);
         }
-        let decoding = crate::fixed_decimals::decoding_footer(&metadata, &self.file_schema());
+        // Fixed-length decimals converted by `fixed_decimals`, where the table allows.
+        let plain = runtime.footers.plain_decimals(meta, &metadata);
+        let file_schema = plain
+            .as_ref()
+            .and_then(|p| p.file_schema(&self.file_schema()));
+        let metadata = match (&plain, &file_schema) {
+            (Some(plain), Some(_)) => Arc::clone(&plain.metadata),
+            _ => metadata,
+        };
         let input = Arc::new(BucketInput {
             meta: meta.clone(),
             source,
-            metadata: decoding
-                .as_ref()
-                .map_or(metadata, |d| Arc::clone(&d.metadata)),
-            file_schema: decoding.map(|d| d.file_schema),
+            metadata,
+            file_schema,
             fetched,
             on_demand,
             metrics: Arc::clone(metrics),
