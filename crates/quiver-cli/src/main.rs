@@ -332,6 +332,7 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
             max_rows: args.max_rows,
             ..Printing::for_terminal().layout
         },
+        threads,
     };
     // Rows streamed to the terminal and a bar redrawn on it would garble each other; a table
     // is printed whole at the end.

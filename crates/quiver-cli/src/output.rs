@@ -12,6 +12,8 @@ use quiver_core::{describe, QueryOutput, QueryStream};
 pub struct Printing {
     pub format: OutputFormat,
     pub layout: TableLayout,
+    /// Threads that encode Parquet output (the query's own).
+    pub threads: usize,
 }
 
 impl Printing {
@@ -29,6 +31,7 @@ impl Printing {
                 max_width,
                 ..TableLayout::default()
             },
+            threads: 1,
         }
     }
 }
@@ -62,7 +65,8 @@ pub async fn print_stream(
     let mut batches = answer.batches;
     let written = async {
         let out = destination.writer();
-        let mut writer = ResultWriter::new(printing.format, &answer.schema, &printing.layout, out)?;
+        let mut writer = ResultWriter::new(printing.format, &answer.schema, &printing.layout, out)?
+            .with_threads(printing.threads);
         while let Some(batch) = batches.next().await {
             writer.write(&batch?)?;
         }

@@ -13,9 +13,9 @@ use datafusion::arrow::array::{Array, RecordBatch, UInt32Array};
 use datafusion::arrow::compute::{cast, take_record_batch};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
-use parquet::arrow::ArrowWriter;
 use serde::{Deserialize, Serialize};
 
+use crate::format::ParquetSink;
 use crate::runtime::QuiverRuntime;
 use crate::source::{hive, S3Options};
 
@@ -72,12 +72,14 @@ pub struct CopyWriter<'a> {
     kept: Vec<usize>,
     file_schema: SchemaRef,
     open: BTreeMap<Vec<Option<String>>, OpenFile>,
+    /// Threads that encode each file's columns.
+    threads: usize,
 }
 
 struct OpenFile {
     path: String,
     rows: u64,
-    writer: ArrowWriter<Staging>,
+    writer: ParquetSink<Staging>,
 }
 
 impl<'a> CopyWriter<'a> {
@@ -121,7 +123,14 @@ impl<'a> CopyWriter<'a> {
             kept,
             file_schema,
             open: BTreeMap::new(),
+            threads: 1,
         })
+    }
+
+    /// A single file's columns encoded on `threads` threads.
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
     }
 
     /// Encodes one batch of the result into the files of its partition values.
@@ -162,10 +171,17 @@ impl<'a> CopyWriter<'a> {
             }
         };
         let staging = Staging::for_destination(&path)?;
-        let writer = ArrowWriter::try_new(
+        // A folder holds a file per partition value, all open at once: one encoder each,
+        // or threads (and what they hold) would multiply with the values.
+        let threads = match &self.destination {
+            Destination::File(_) => self.threads,
+            Destination::Folder(_) => 1,
+        };
+        let writer = ParquetSink::try_new(
             staging,
-            Arc::clone(&self.file_schema),
-            Some(crate::format::parquet_properties()),
+            &self.file_schema,
+            crate::format::parquet_properties(),
+            threads,
         )?;
         Ok(OpenFile {
             path,

@@ -2,7 +2,9 @@
 //! array of objects), Arrow IPC (file format) or Parquet, written as the batches come. Only
 //! the table is cut to fit a screen; the others are always whole.
 
+mod parquet_sink;
 mod table;
+pub use parquet_sink::ParquetSink;
 pub use table::{write_shown_rows, write_table, ShownRows, TableLayout};
 
 use std::io::Write;
@@ -118,7 +120,7 @@ enum Sink<W: Write + Send> {
     Csv(datafusion::arrow::csv::Writer<W>),
     Json(datafusion::arrow::json::ArrayWriter<W>),
     Arrow(datafusion::arrow::ipc::writer::FileWriter<W>),
-    Parquet(parquet::arrow::ArrowWriter<W>),
+    Parquet(ParquetSink<W>),
 }
 
 /// 122,880 rows (DuckDB's row group): a Parquet writer holds its open row group encoded in
@@ -159,12 +161,8 @@ impl<W: Write + Send> ResultWriter<W> {
                 datafusion::arrow::ipc::writer::FileWriter::try_new(out, schema)?,
             ),
             OutputFormat::Parquet => Sink::Parquet(
-                parquet::arrow::ArrowWriter::try_new(
-                    out,
-                    schema.clone(),
-                    Some(parquet_properties()),
-                )
-                .map_err(parquet_error)?,
+                ParquetSink::try_new(out, schema, parquet_properties(), 1)
+                    .map_err(parquet_error)?,
             ),
         };
         Ok(Self {
@@ -172,6 +170,15 @@ impl<W: Write + Send> ResultWriter<W> {
             wrote: false,
             sink,
         })
+    }
+
+    /// Parquet's columns encoded on `threads` threads (one by default; never more in the
+    /// browser, which cannot start threads this way).
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        if let Sink::Parquet(sink) = &mut self.sink {
+            sink.set_threads(threads);
+        }
+        self
     }
 
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {

@@ -659,8 +659,10 @@ impl QuiverSession {
                 } else {
                     copy::Destination::Folder(target.clone())
                 };
+                let threads = self.context.state_ref().read().config().target_partitions();
                 let mut writer =
-                    copy::CopyWriter::new(&self.runtime, &s3, destination, &stream.schema)?;
+                    copy::CopyWriter::new(&self.runtime, &s3, destination, &stream.schema)?
+                        .with_threads(threads);
                 while let Some(batch) = stream.batches.try_next().await? {
                     writer.write(&batch)?;
                 }
