@@ -365,17 +365,20 @@ mod tests {
         assert_eq!(plan_buckets(&files, &roomy), unlimited);
     }
 
-    #[test]
-    fn a_partition_runs_in_pieces_within_a_cap() {
-        let buckets: Vec<Bucket> = [30, 30, 30, 200, 10, 10]
-            .iter()
-            .enumerate()
+    /// A bucket of each size in MiB, file `i` for the `i`th.
+    fn one_per_file(sizes: &[u64]) -> Vec<Bucket> {
+        (sizes.iter().enumerate())
             .map(|(i, &mb)| Bucket {
                 file: i,
                 row_groups: vec![0],
                 bytes: mb * MIB,
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn a_partition_runs_in_pieces_within_a_cap() {
+        let buckets = one_per_file(&[30, 30, 30, 200, 10, 10]);
         let runs = runs_within(&buckets, 64 * MIB);
         let files: Vec<Vec<usize>> = runs
             .iter()
@@ -387,15 +390,7 @@ mod tests {
 
     #[test]
     fn workers_get_balanced_shares() {
-        let buckets: Vec<Bucket> = [90, 10, 40, 40, 30, 30, 20]
-            .iter()
-            .enumerate()
-            .map(|(i, &mb)| Bucket {
-                file: i,
-                row_groups: vec![0],
-                bytes: mb * MIB,
-            })
-            .collect();
+        let buckets = one_per_file(&[90, 10, 40, 40, 30, 30, 20]);
         let shares = assign_to_workers(&buckets, 3);
         let loads: Vec<u64> = shares
             .iter()
