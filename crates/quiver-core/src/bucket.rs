@@ -194,22 +194,7 @@ pub fn runs_within(buckets: &[Bucket], bytes: u64) -> Vec<Vec<Bucket>> {
 
 fn group_small_buckets(buckets: Vec<Bucket>, options: &BucketOptions) -> Vec<Vec<Bucket>> {
     let total: u64 = buckets.iter().map(|b| b.bytes).sum();
-    let target = options.target_bytes(total);
-    let mut groups: Vec<Vec<Bucket>> = Vec::new();
-    let mut bytes = 0;
-    for bucket in buckets {
-        match groups.last_mut() {
-            Some(group) if bytes + bucket.bytes <= target => {
-                bytes += bucket.bytes;
-                group.push(bucket);
-            }
-            _ => {
-                bytes = bucket.bytes;
-                groups.push(vec![bucket]);
-            }
-        }
-    }
-    groups
+    runs_within(&buckets, options.target_bytes(total))
 }
 
 /// Deals buckets to `workers` workers balanced by bytes: the biggest first, each to the
