@@ -31,6 +31,7 @@ pub mod metadata;
 pub mod metrics;
 pub mod options;
 mod prune;
+mod pushdown;
 pub mod runtime;
 pub mod scan;
 pub mod session;

@@ -120,9 +120,16 @@ pub fn lambda_memory() -> Option<u64> {
     Some(megabytes * 1024 * 1024)
 }
 
-/// This machine's memory, or its cgroup's limit when lower (a container's).
+/// This machine's memory, or its cgroup's limit when lower (a container's); read once
+/// (a session and each statement ask for it).
 #[cfg(target_os = "linux")]
 fn machine_memory() -> Option<u64> {
+    static MEMORY: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *MEMORY.get_or_init(read_machine_memory)
+}
+
+#[cfg(target_os = "linux")]
+fn read_machine_memory() -> Option<u64> {
     let total = std::fs::read_to_string("/proc/meminfo")
         .ok()?
         .lines()

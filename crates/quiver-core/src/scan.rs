@@ -12,6 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{ScalarValue, Statistics};
 use datafusion::datasource::listing::PartitionedFile;
@@ -27,8 +28,11 @@ use datafusion::execution::memory_pool::{
     MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation,
 };
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr::{conjunction_opt, EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::filter_pushdown::{
+    ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
+};
 use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
 };
@@ -112,6 +116,10 @@ pub struct BucketScanExec {
     /// Inputs fetched ahead of execution for a one-partition scan ("fetch, then compute":
     /// the fragment executor fetches outside the compute pool, then decodes on it).
     fetched: Option<Arc<Vec<PartitionedFile>>>,
+    /// The dynamic filters pushed into the scan (see `pushdown`), over its output; the
+    /// decoder applies those that pay to rows. Not serialised: the operators above apply
+    /// them too.
+    pushed_filter: Option<Arc<dyn PhysicalExpr>>,
 }
 
 impl BucketScanExec {
@@ -151,6 +159,7 @@ impl BucketScanExec {
             metrics: ExecutionPlanMetricsSet::new(),
             statistics,
             fetched: None,
+            pushed_filter: None,
         })
     }
 
@@ -181,14 +190,7 @@ impl BucketScanExec {
 
     /// The same scan restricted to the given partitions (one worker's share).
     pub fn with_partitions(&self, partitions: Vec<Vec<Bucket>>) -> Result<Self> {
-        Self::try_new(
-            Arc::clone(&self.table_schema),
-            self.file_columns,
-            self.projection.clone(),
-            Arc::clone(&self.files),
-            partitions,
-            self.summary.clone(),
-        )
+        self.with_work(Arc::clone(&self.files), partitions)
     }
 
     /// The same scan over other files and buckets (a worker's share of the work).
@@ -204,14 +206,16 @@ impl BucketScanExec {
                 files.len()
             )));
         }
-        Self::try_new(
+        let mut scan = Self::try_new(
             Arc::clone(&self.table_schema),
             self.file_columns,
             self.projection.clone(),
             files,
             partitions,
             self.summary.clone(),
-        )
+        )?;
+        scan.pushed_filter = self.pushed_filter.clone();
+        Ok(scan)
     }
 
     /// Fetches the bytes of `buckets` without decoding anything.
@@ -316,7 +320,11 @@ impl DisplayAs for BucketScanExec {
                 .map(|f| f.name().as_str())
                 .collect(),
         };
-        write!(f, ", columns=[{}]", columns.join(", "))
+        write!(f, ", columns=[{}]", columns.join(", "))?;
+        match &self.pushed_filter {
+            Some(filter) => write!(f, ", filter={filter}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -335,9 +343,40 @@ impl ExecutionPlan for BucketScanExec {
 
     fn apply_expressions(
         &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
     ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
+        match &self.pushed_filter {
+            Some(filter) => f(filter),
+            None => Ok(TreeNodeRecursion::Continue),
+        }
+    }
+
+    /// Keeps the dynamic filters pushed to it (the joins' and TopK's), and tells the
+    /// operators above to apply every filter still (`pushdown`).
+    fn handle_child_pushdown_result(
+        &self,
+        _phase: FilterPushdownPhase,
+        child_pushdown_result: ChildPushdownResult,
+        _config: &ConfigOptions,
+    ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
+        let filters: Vec<_> = child_pushdown_result
+            .parent_filters
+            .into_iter()
+            .map(|pushed| pushed.filter)
+            .collect();
+        let unapplied = vec![PushedDown::No; filters.len()];
+        let dynamic = filters.into_iter().filter(crate::pushdown::is_dynamic);
+        let Some(added) = conjunction_opt(dynamic) else {
+            return Ok(FilterPushdownPropagation::with_parent_pushdown_result(
+                unapplied,
+            ));
+        };
+        let mut scan = self.clone();
+        scan.pushed_filter = conjunction_opt(self.pushed_filter.clone().into_iter().chain([added]));
+        Ok(
+            FilterPushdownPropagation::with_parent_pushdown_result(unapplied)
+                .with_updated_node(Arc::new(scan)),
+        )
     }
 
     fn metrics(&self) -> Option<MetricsSet> {
@@ -814,6 +853,22 @@ impl BucketScanExec {
             .collect()
     }
 
+    /// What of the pushed filters the decoder applies to rows when `decoding` is how it
+    /// decodes the file columns: nothing unless DataFusion's
+    /// `datafusion.execution.parquet.pushdown_filters` is on (Quiver's default).
+    fn row_filter(
+        &self,
+        decoding: &Schema,
+        config: &ConfigOptions,
+    ) -> Result<Option<Arc<dyn PhysicalExpr>>> {
+        match &self.pushed_filter {
+            Some(filter) if config.execution.parquet.pushdown_filters => {
+                crate::pushdown::decodable(filter, &self.schema(), decoding)
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// The table's file columns, as the footers type them.
     fn file_schema(&self) -> Schema {
         Schema::new(self.table_schema.fields()[..self.file_columns].to_vec())
@@ -833,13 +888,24 @@ impl BucketScanExec {
             .clone()
             .unwrap_or_else(|| Arc::new(self.file_schema()));
         let listing_fields = self.table_schema.fields()[self.file_columns..].to_vec();
-        let source = ParquetSource::new(
+        let config = context.session_config().options();
+        let row_filter = self.row_filter(&file_schema, config)?;
+        let mut source = ParquetSource::new(
             TableSchema::builder(file_schema)
                 .with_table_partition_cols(listing_fields)
                 .build(),
         )
         .with_parquet_file_reader_factory(Arc::new(BucketReaderFactory))
         .with_enable_page_index(false);
+        if let Some(filter) = row_filter {
+            // The footers' statistics pruned the row groups already, and bloom filters are
+            // bytes no bucket planned: the decoder only filters rows.
+            source = source
+                .with_predicate(filter)
+                .with_pushdown_filters(true)
+                .with_reorder_filters(config.execution.parquet.reorder_filters)
+                .with_bloom_filter_on_read(false);
+        }
         let config =
             FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
                 .with_projection_indices(self.projection.clone())?

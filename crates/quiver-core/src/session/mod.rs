@@ -152,6 +152,9 @@ impl QuiverSession {
         let config = SessionConfig::new()
             .with_target_partitions(options.threads.max(1))
             .with_information_schema(true)
+            // Filters pushed into the scan filter rows as the decoder reads them (see
+            // `pushdown`); DataFusion's own default is off.
+            .set_bool("datafusion.execution.parquet.pushdown_filters", true)
             // Natively DataFusion spreads a scan of fewer partitions than threads (a small
             // table is one bucket) over every thread, as it does for its own scan. Fragments
             // are cut below the first exchange, so there a round-robin exchange above the
