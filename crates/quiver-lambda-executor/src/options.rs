@@ -39,9 +39,9 @@ extensions_options! {
         pub result_prefix: Option<String>, default = None
         /// The worker function's memory in MB, for `EXPLAIN COST` (Terraform sets it).
         pub worker_memory_mb: u64, default = 2048
-        /// Parquet one vCPU of a worker reads and computes per second, for `EXPLAIN COST`:
-        /// a worker decoded TPC-H Q1's columns at ~38 MB/s per vCPU (2026-11-23).
-        pub estimate_mb_per_vcpu_second: f64, default = 38.0
+        /// Parquet one vCPU of a worker decodes and computes per second, for `EXPLAIN COST`:
+        /// TPC-H Q1's columns at ~188 MB/s on one thread (2026-11-26; 38 on 2026-11-23).
+        pub estimate_mb_per_vcpu_second: f64, default = 188.0
     }
 }
 
@@ -84,12 +84,15 @@ impl LambdaOptions {
     }
 
     /// What `workers` workers reading `bytes` spend: each gets a vCPU per 1,769 MB (Lambda's
-    /// ratio) and reads its share at the estimated rate, after a start of 50 ms.
+    /// ratio) and reads its share as fast as the slower of its vCPUs' decoding and its
+    /// network (~90 MB/s a worker, as Lambada measured against S3), after a start of 50 ms.
     pub fn worker_gb_seconds(&self, bytes: u64, workers: usize) -> f64 {
         const MB_PER_VCPU: f64 = 1769.0;
+        const NETWORK_MB_PER_SECOND: f64 = 90.0;
         const START_SECONDS: f64 = 0.05;
         let memory_mb = self.worker_memory_mb.max(128) as f64;
-        let rate = self.estimate_mb_per_vcpu_second.max(0.001) * 1e6 * (memory_mb / MB_PER_VCPU);
+        let decode = self.estimate_mb_per_vcpu_second.max(0.001) * (memory_mb / MB_PER_VCPU);
+        let rate = decode.min(NETWORK_MB_PER_SECOND) * 1e6;
         let seconds = bytes as f64 / workers.max(1) as f64 / rate + START_SECONDS;
         workers as f64 * seconds * memory_mb / 1024.0
     }
