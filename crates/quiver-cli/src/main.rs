@@ -255,10 +255,34 @@ fn main() -> ExitCode {
             None => unreachable!("the arguments name a command"),
         },
     };
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => fail(&message),
+    let code = match outcome {
+        Ok(()) => 0,
+        Err(message) => {
+            eprintln!("error: {message}");
+            1
+        }
+    };
+    drop(runtime);
+    exit_now(code)
+}
+
+/// Ends the process once everything of ours is dropped (the session, and its temporary
+/// folder with it), without the C library's exit handlers: mimalloc's frees all its memory
+/// there, page by page, which the system does at exit anyway (2-3 ms of a TPC-H query).
+#[cfg(unix)]
+fn exit_now(code: u8) -> ExitCode {
+    extern "C" {
+        fn _exit(code: std::ffi::c_int) -> !;
     }
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: _exit ends the process at once; nothing of ours is left to run or drop.
+    unsafe { _exit(code.into()) }
+}
+
+#[cfg(not(unix))]
+fn exit_now(code: u8) -> ExitCode {
+    ExitCode::from(code)
 }
 
 fn fail(message: &str) -> ExitCode {
