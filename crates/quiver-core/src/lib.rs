@@ -18,6 +18,7 @@ pub mod cost;
 pub mod error;
 pub mod exec;
 mod fetch;
+mod filter_order;
 mod fixed_decimals;
 mod footer;
 pub mod format;

@@ -177,7 +177,13 @@ impl QuiverSession {
                 .with_mode(datafusion::execution::disk_manager::DiskManagerMode::Disabled),
         );
         let memory = memory.build_arc()?;
-        let context = SessionContext::new_with_config_rt(config, memory);
+        let state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(memory)
+            .with_default_features()
+            .with_physical_optimizer_rule(Arc::new(crate::filter_order::CheapConjunctsFirst))
+            .build();
+        let context = SessionContext::new_with_state(state);
         // Our scan hands DataFusion bytes already fetched, yet DataFusion still looks up the
         // store of its URL (file:///), which the browser build has none of.
         #[cfg(target_arch = "wasm32")]
