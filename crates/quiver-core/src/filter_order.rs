@@ -7,6 +7,11 @@
 //! comparison each, 14% kept together): evaluated first, the range leaves the rest a
 //! seventh of the rows.
 //!
+//! A LIKE of several segments (`'%special%requests%'`), which arrow-rs matches with a
+//! regular expression, is preceded by a substring search for each segment (`'%special%'`,
+//! memchr's), so that the expression runs only where all of them are found: Q13's NOT LIKE
+//! over 1.5 million comments then runs on the 1.4% that hold both words.
+//!
 //! What moves to the front: a primitive column (number, date, time, decimal, boolean)
 //! compared with a literal or in a list of literals, or tested for null. These cannot fail,
 //! and the other conjuncts keep their order, so a conjunct that guards another (`x <> 0
@@ -17,10 +22,11 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::ScalarValue;
 use datafusion::error::Result;
 use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::expressions::{
-    BinaryExpr, Column, InListExpr, IsNotNullExpr, IsNullExpr, Literal,
+    BinaryExpr, Column, InListExpr, IsNotNullExpr, IsNullExpr, LikeExpr, Literal,
 };
 use datafusion::physical_expr::{conjunction, split_conjunction, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -42,7 +48,9 @@ impl PhysicalOptimizerRule for CheapConjunctsFirst {
                 return Ok(Transformed::no(node));
             };
             let schema = filter.input().schema();
-            match cheap_first(filter.predicate(), &schema) {
+            let searched = segments_searched_first(filter.predicate())?;
+            let predicate = searched.as_ref().unwrap_or(filter.predicate());
+            match cheap_first(predicate, &schema).or(searched) {
                 Some(predicate) => {
                     let reordered = FilterExecBuilder::from(filter)
                         .with_predicate(predicate)
@@ -79,6 +87,77 @@ fn cheap_first(
         return None;
     }
     Some(conjunction(cheap.into_iter().chain(rest).map(Arc::clone)))
+}
+
+/// `predicate` with each LIKE of several segments preceded by a search for each segment,
+/// or `None` when it has no such LIKE.
+fn segments_searched_first(
+    predicate: &Arc<dyn PhysicalExpr>,
+) -> Result<Option<Arc<dyn PhysicalExpr>>> {
+    let mut changed = false;
+    let mut conjuncts = Vec::new();
+    for conjunct in split_conjunction(predicate) {
+        match searches(conjunct)? {
+            Some(expanded) => {
+                changed = true;
+                conjuncts.push(expanded);
+            }
+            None => conjuncts.push(Arc::clone(conjunct)),
+        }
+    }
+    Ok(changed.then(|| conjunction(conjuncts)))
+}
+
+/// For `s LIKE '%a%b%'`: `s LIKE '%a%' AND s LIKE '%b%' AND s LIKE '%a%b%'`; for NOT LIKE,
+/// `s NOT LIKE '%a%' OR s NOT LIKE '%b%' OR s NOT LIKE '%a%b%'` (not holding a segment
+/// implies not matching). Only case-sensitive patterns that start and end with `%` and hold
+/// no `_` or escape; nulls stay null either way.
+fn searches(conjunct: &Arc<dyn PhysicalExpr>) -> Result<Option<Arc<dyn PhysicalExpr>>> {
+    let Some(like) = conjunct.downcast_ref::<LikeExpr>() else {
+        return Ok(None);
+    };
+    let Some(pattern) = like.pattern().downcast_ref::<Literal>() else {
+        return Ok(None);
+    };
+    let text = match pattern.value() {
+        ScalarValue::Utf8(Some(t))
+        | ScalarValue::Utf8View(Some(t))
+        | ScalarValue::LargeUtf8(Some(t)) => t,
+        _ => return Ok(None),
+    };
+    let segments: Vec<&str> = text.split('%').filter(|s| !s.is_empty()).collect();
+    let plain = text.len() > 2
+        && text.starts_with('%')
+        && text.ends_with('%')
+        && !text.contains(['_', '\\']);
+    if like.case_insensitive() || !plain || segments.len() < 2 {
+        return Ok(None);
+    }
+    let same_type = |t: String| match pattern.value() {
+        ScalarValue::Utf8View(_) => ScalarValue::Utf8View(Some(t)),
+        ScalarValue::LargeUtf8(_) => ScalarValue::LargeUtf8(Some(t)),
+        _ => ScalarValue::Utf8(Some(t)),
+    };
+    let negated = like.negated();
+    let mut checks: Vec<Arc<dyn PhysicalExpr>> = segments
+        .iter()
+        .map(|segment| {
+            let contains = Arc::new(Literal::new(same_type(format!("%{segment}%"))));
+            Arc::new(LikeExpr::new(
+                negated,
+                false,
+                Arc::clone(like.expr()),
+                contains,
+            )) as _
+        })
+        .collect();
+    checks.push(Arc::clone(conjunct));
+    let join = if negated { Operator::Or } else { Operator::And };
+    let mut checks = checks.into_iter();
+    let first = checks.next().expect("two segments at least");
+    Ok(Some(checks.fold(first, |all, next| {
+        Arc::new(BinaryExpr::new(all, join, next)) as _
+    })))
 }
 
 /// A primitive column compared with a literal, in a list of literals, or tested for null.
@@ -157,6 +236,60 @@ mod tests {
         // In order already: left alone.
         assert!(cheap_first(&reordered, &schema).is_none());
         assert!(cheap_first(&from, &schema).is_none());
+    }
+
+    #[test]
+    fn a_like_of_several_segments_searches_each_first() {
+        let schema = Schema::new(vec![Field::new("comment", DataType::Utf8View, true)]);
+        let c = col("comment", &schema).unwrap();
+        let like = |negated, pattern: &str| {
+            Arc::new(LikeExpr::new(
+                negated,
+                false,
+                Arc::clone(&c),
+                lit(ScalarValue::Utf8View(Some(pattern.into()))),
+            )) as Arc<dyn PhysicalExpr>
+        };
+        let not_like = like(true, "%special%requests%");
+        let searched = segments_searched_first(&not_like).unwrap().unwrap();
+        assert_eq!(
+            searched.to_string(),
+            "comment@0 NOT LIKE %special% OR comment@0 NOT LIKE %requests% \
+             OR comment@0 NOT LIKE %special%requests%"
+        );
+        let searched = segments_searched_first(&like(false, "%a%b%"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(split_conjunction(&searched).len(), 3);
+        // One segment (memchr already), an anchored start, `_`: left alone.
+        for pattern in ["%special%", "special%requests%", "%spe_ial%requests%"] {
+            assert!(segments_searched_first(&like(false, pattern))
+                .unwrap()
+                .is_none());
+        }
+        // The same answers, nulls included.
+        use datafusion::arrow::array::{BooleanArray, StringViewArray};
+        use datafusion::arrow::record_batch::RecordBatch;
+        let comments = StringViewArray::from(vec![
+            Some("special requests"),
+            Some("requests special"),
+            Some("special"),
+            None,
+            Some("x special y requests z"),
+        ]);
+        let batch =
+            RecordBatch::try_new(Arc::new(schema.clone()), vec![Arc::new(comments)]).unwrap();
+        for original in [
+            like(true, "%special%requests%"),
+            like(false, "%special%requests%"),
+        ] {
+            let rewritten = segments_searched_first(&original).unwrap().unwrap();
+            let answer = |e: &Arc<dyn PhysicalExpr>| {
+                let out = e.evaluate(&batch).unwrap().into_array(5).unwrap();
+                out.as_any().downcast_ref::<BooleanArray>().unwrap().clone()
+            };
+            assert_eq!(answer(&rewritten), answer(&original));
+        }
     }
 
     fn date(days: i32) -> datafusion::common::ScalarValue {
