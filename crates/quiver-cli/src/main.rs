@@ -239,7 +239,10 @@ fn main() -> ExitCode {
         .build()
     {
         Ok(runtime) => runtime,
-        Err(e) => return fail(&format!("cannot start the runtime: {e}")),
+        Err(e) => {
+            report_error(&format!("cannot start the runtime: {e}"));
+            return ExitCode::FAILURE;
+        }
     };
     let outcome = match cli.command {
         Some(command) => runtime.block_on(run(command, threads)),
@@ -258,7 +261,7 @@ fn main() -> ExitCode {
     let code = match outcome {
         Ok(()) => 0,
         Err(message) => {
-            eprintln!("error: {message}");
+            report_error(&message);
             1
         }
     };
@@ -285,9 +288,8 @@ fn exit_now(code: u8) -> ExitCode {
     ExitCode::from(code)
 }
 
-fn fail(message: &str) -> ExitCode {
+fn report_error(message: &str) {
     eprintln!("error: {message}");
-    ExitCode::FAILURE
 }
 
 async fn run(command: Command, threads: usize) -> Result<(), String> {
