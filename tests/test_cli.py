@@ -258,6 +258,17 @@ def test_a_join_filters_its_probe_scan_as_it_decodes(quiver, tmp_path):
     assert probed() == "200.0 K"
 
 
+def test_a_filter_evaluates_its_cheap_checks_first(quiver, tmp_path):
+    """The comparison with a literal goes first, and a LIKE of two segments is preceded by a
+    substring search for each (filter_order.rs); the answer is the query's."""
+    write(str(tmp_path / "big.parquet"), 20_000)
+    sql = "SELECT count(*) AS n FROM 'big.parquet' WHERE name LIKE '%ev%en%' AND id < 100"
+    plan = quiver.ok("explain", sql, cwd=tmp_path)
+    assert ("FilterExec: id@0 < 100 AND name@1 LIKE %ev% AND name@1 LIKE %en% "
+            "AND name@1 LIKE %ev%en%") in plan, plan
+    assert quiver.csv(sql, cwd=tmp_path) == (["n"], [["50"]])
+
+
 # errors: non-zero exit, a message naming the problem, no panic
 
 
@@ -614,6 +625,18 @@ def test_a_sort_over_the_memory_limit_spills_and_answers_right(quiver, tmp_path)
     limit = ("--set", "quiver.memory_limit=64MB")
     assert spill_count(quiver, BIG_SORT, *limit) > 0
     assert sorted_ids(quiver, tmp_path, BIG_SORT, *limit) == list(range(1000000, 0, -1))
+
+
+def test_a_query_that_spilled_leaves_no_temporary_files(quiver, tmp_path):
+    """The command ends with _exit, after its session (and the spill folder with it) is
+    dropped: nothing is left in TMPDIR."""
+    spill = tmp_path / "tmp"
+    spill.mkdir()
+    env = {**os.environ, "TMPDIR": str(spill)}
+    plan = quiver.ok("query", "--format", "csv", "--set", "quiver.memory_limit=64MB",
+                     f"EXPLAIN ANALYZE {BIG_SORT}", env=env)
+    assert sum(int(n) for n in re.findall(r"spill_count=(\d+)", plan)) > 0
+    assert list(spill.iterdir()) == []
 
 
 def test_a_fragment_that_spills_answers_right(quiver, tmp_path):
