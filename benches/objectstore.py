@@ -12,6 +12,7 @@ call it between runs) resets and reads those counts through the proxy's control 
 Only loopback addresses are used: MinIO binds to 127.0.0.1, the proxy refuses any other
 upstream.
 """
+import contextlib
 import json
 import os
 import subprocess
@@ -21,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import servers.minio
 
+from benches import data
 from benches.engines import S3Endpoint
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -158,3 +160,24 @@ class Proxy:
             self.proc.kill()
             self.proc.wait()
         self.proc = None
+
+
+@contextlib.contextmanager
+def bucket_behind_proxy(options, objects, scenario):
+    """MinIO (on the options' port) holding `objects` ({key: local path}) in BUCKET, and the
+    counting proxy in front of it at the options' latency and bandwidth, for the scenarios
+    over S3: yields (minio, proxy, endpoint), the endpoint reaching the bucket through the
+    proxy; both are stopped after. Raises ServerError when either cannot be set up."""
+    minio, proxy = MinIO(options.minio_port), None
+    try:
+        minio.start()
+        uploaded = upload(minio.client(), BUCKET, objects)
+        print(f"  {scenario}: {len(objects)} objects in s3://{BUCKET} on {minio.endpoint} "
+              f"({uploaded} uploaded now)", flush=True)
+        proxy = Proxy(minio.endpoint, options.s3_latency / 1e3, options.s3_bandwidth * 1e6,
+                      os.path.join(data.ROOT, "s3-proxy.log")).start()
+        yield minio, proxy, minio.endpoint_for(proxy.url, BUCKET)
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        minio.stop()

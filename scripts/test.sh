@@ -21,6 +21,8 @@ phase() {
 }
 
 phase setup      scripts/setup.sh
+# One direction, no import circle, no long room (see the script's header).
+phase house      python3 scripts/check-house.py
 phase fmt        cargo fmt --all -- --check
 phase clippy     cargo clippy --workspace --all-targets -- -D warnings
 phase cargo-test cargo test --workspace

@@ -42,27 +42,15 @@ def run(bench):
                            f"WHERE date >= '{cut}'",
         "whole table": "SELECT count(*) AS n, min(date) AS lo, max(date) AS hi FROM days",
     }
-    minio, proxy = objectstore.MinIO(options.minio_port), None
     try:
-        minio.start()
-        client = minio.client()
-        uploaded = objectstore.upload(client, objectstore.BUCKET, objects)
-        print(f"  {NAME}: {len(objects)} objects under s3://{objectstore.BUCKET}/{prefix} "
-              f"({uploaded} uploaded now)", flush=True)
-        proxy = objectstore.Proxy(minio.endpoint, latency, bandwidth,
-                                  os.path.join(data.ROOT, "s3-proxy.log")).start()
-        endpoint = minio.endpoint_for(proxy.url, objectstore.BUCKET)
-        engines, unsupported = _engines(bench, endpoint)
-        index = _build_index(engines, endpoint, prefix)
-        results = _measure_all(bench, engines, unsupported, queries, prefix, root, endpoint,
-                               proxy.counter, minio)
+        with objectstore.bucket_behind_proxy(options, objects, NAME) as (minio, proxy, endpoint):
+            engines, unsupported = _engines(bench, endpoint)
+            index = _build_index(engines, endpoint, prefix)
+            results = _measure_all(bench, engines, unsupported, queries, prefix, root,
+                                   endpoint, proxy.counter, minio)
     except objectstore.ServerError as e:
         print(f"  {NAME}: not run: {e}", flush=True)
         return report.Section(NAME, TITLE, f"Not run: {e}\n", [], [f"not run: {e}"])
-    finally:
-        if proxy is not None:
-            proxy.stop()
-        minio.stop()
     return _section(engines, results, queries, n, latency, bandwidth, index)
 
 

@@ -86,25 +86,14 @@ def run(bench):
     queries["listing, 8 files"] = (LISTING.format(table="lineitem_files"), ["lineitem_files"])
     queries[f"listing, {n_small:,} files"] = (LISTING.format(table="events"), ["events"])
 
-    minio, proxy = objectstore.MinIO(options.minio_port), None
     try:
-        minio.start()
-        uploaded = objectstore.upload(minio.client(), objectstore.BUCKET, objects)
-        print(f"  {NAME}: {len(objects)} objects in s3://{objectstore.BUCKET} on {minio.endpoint} "
-              f"({uploaded} uploaded now)", flush=True)
-        proxy = objectstore.Proxy(minio.endpoint, latency, bandwidth,
-                                  os.path.join(data.ROOT, "s3-proxy.log")).start()
-        endpoint = minio.endpoint_for(proxy.url, objectstore.BUCKET)
-        engines, unsupported = _engines(bench, endpoint)
-        results = _measure_all(bench, engines, unsupported, queries, tables, files_tables,
-                               endpoint, proxy.counter, minio)
+        with objectstore.bucket_behind_proxy(options, objects, NAME) as (minio, proxy, endpoint):
+            engines, unsupported = _engines(bench, endpoint)
+            results = _measure_all(bench, engines, unsupported, queries, tables, files_tables,
+                                   endpoint, proxy.counter, minio)
     except objectstore.ServerError as e:
         print(f"  {NAME}: not run: {e}", flush=True)
         return report.Section(NAME, TITLE, f"Not run: {e}\n", [], [f"not run: {e}"])
-    finally:
-        if proxy is not None:
-            proxy.stop()
-        minio.stop()
     return _section(bench, engines, results, sf, n_small, latency, bandwidth, root, small_root,
                     minio, objects)
 

@@ -34,23 +34,15 @@ def run(bench):
     sf = bench.mode.sf
     lineitem = os.path.join(data.tpch(sf), "single", "lineitem.parquet")
     key = f"tpch-sf{sf}/single/lineitem.parquet"
-    latency, bandwidth = options.s3_latency / 1e3, options.s3_bandwidth * 1e6
-    minio, proxy = objectstore.MinIO(options.minio_port), None
     try:
-        minio.start()
-        objectstore.upload(minio.client(), objectstore.BUCKET, {key: lineitem})
-        proxy = objectstore.Proxy(minio.endpoint, latency, bandwidth,
-                                  os.path.join(data.ROOT, "s3-proxy.log")).start()
-        endpoint = minio.endpoint_for(proxy.url, objectstore.BUCKET)
-        engines, unsupported = _engines(bench, endpoint)
-        rows = _measure_all(bench, engines, unsupported, key, lineitem, endpoint, proxy.counter)
+        objects = {key: lineitem}
+        with objectstore.bucket_behind_proxy(options, objects, NAME) as (_, proxy, endpoint):
+            engines, unsupported = _engines(bench, endpoint)
+            rows = _measure_all(bench, engines, unsupported, key, lineitem, endpoint,
+                                proxy.counter)
     except objectstore.ServerError as e:
         print(f"  {NAME}: not run: {e}", flush=True)
         return report.Section(NAME, TITLE, f"Not run: {e}\n", [], [f"not run: {e}"])
-    finally:
-        if proxy is not None:
-            proxy.stop()
-        minio.stop()
 
     body = (f"TPC-H SF {sf} lineitem (`single` layout) in MinIO behind the proxy: "
             f"{options.s3_latency:.0f} ms before each request, "

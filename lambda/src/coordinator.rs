@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use datafusion::error::{DataFusionError, Result};
 use quiver_core::format::{write_batches, OutputFormat};
-use quiver_core::options::QuiverOptions;
 use quiver_core::runtime::QuiverRuntime;
 use quiver_core::source::unique_id;
 use quiver_core::{describe, ExecutorKind, QueryOutput, QuiverSession, SessionOptions};
@@ -19,12 +18,13 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
-use quiver_lambda_executor::executor::{LambdaRunner, SubResult};
+use quiver_lambda_executor::executor::LambdaRunner;
 use quiver_lambda_executor::options::LambdaOptions;
 use quiver_lambda_executor::protocol::{
     encode_partitions, from_base64, to_base64, Output, WorkerRequest, WorkerResponse,
 };
-use quiver_lambda_executor::results::deliver;
+use quiver_lambda_executor::results::Results;
+use quiver_lambda_executor::tree::SubResult;
 
 /// Lambda's limit for a synchronous response (and a function URL's body), less room for
 /// the envelope.
@@ -174,11 +174,10 @@ impl Coordinator {
             prefix.trim_end_matches('/'),
             unique_id()
         );
-        let s3 = QuiverOptions::of(&config).s3();
-        self.runtime.sources.put(&key, &s3, body.into()).await?;
-        let url = (self.runtime.sources.for_path(&key, &s3)?)
-            .presigned_get(&key, Duration::from_secs(ANSWER_URL_SECONDS))
-            .await?;
+        let results = Results::new(&self.runtime);
+        results.put(&key, body.into()).await?;
+        let expires = Duration::from_secs(ANSWER_URL_SECONDS);
+        let url = results.presigned_get(&key, expires).await?;
         Ok((output, Vec::new(), Some(url)))
     }
 
@@ -187,6 +186,7 @@ impl Coordinator {
         let shares = request.fan_out.clone().unwrap_or_default();
         let _busy = self.busy.lock().await;
         let session = self.session(&request.settings)?;
+        session.begin_query()?;
         let context = session.context().task_ctx();
         self.runner.take_metrics();
         let (partitions, schema) = match self.runner.fan_out(&request, &shares, &context).await? {
@@ -201,8 +201,7 @@ impl Coordinator {
             SubResult::Partitions(partitions, schema) => (partitions, schema),
         };
         let bytes = encode_partitions(&schema, &partitions)?;
-        let s3 = QuiverOptions::of(context.session_config().options()).s3();
-        let output = deliver(&self.runtime, &s3, &request, bytes).await?;
+        let output = Results::new(&self.runtime).deliver(&request, bytes).await?;
         let mut metrics = self.runner.take_metrics();
         metrics.sub_coordinators += 1;
         Ok(WorkerResponse { output, metrics })
@@ -256,26 +255,6 @@ impl Coordinator {
 
     /// A function URL request, to the response Lambda turns into HTTP.
     async fn http(&self, method: &str, path: &str, event: &Value) -> Value {
-        let respond = |status: u16, content_type: &str, body: String, base64: bool| {
-            // The payload format 2.0 response, every field spelled out (cargo-lambda's
-            // emulator requires `cookies` and `multiValueHeaders`).
-            json!({
-                "statusCode": status,
-                "headers": {"content-type": content_type},
-                "multiValueHeaders": {},
-                "cookies": [],
-                "body": body,
-                "isBase64Encoded": base64,
-            })
-        };
-        let error = |status: u16, message: String| {
-            respond(
-                status,
-                "application/json",
-                json!({"error": message}).to_string(),
-                false,
-            )
-        };
         match (method, path.trim_end_matches('/')) {
             ("GET", "/health") => respond(
                 200,
@@ -283,62 +262,86 @@ impl Coordinator {
                 json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}).to_string(),
                 false,
             ),
-            ("POST", "/query") => {
-                let raw = event.get("body").and_then(Value::as_str).unwrap_or("");
-                let body = if event.get("isBase64Encoded") == Some(&Value::Bool(true)) {
-                    match from_base64(raw) {
-                        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-                        Err(e) => return error(400, e.to_string()),
-                    }
-                } else {
-                    raw.to_string()
-                };
-                let request: QueryRequest = match serde_json::from_str(&body) {
-                    Ok(request) => request,
-                    Err(e) => {
-                        return error(
-                            400,
-                            format!(
-                            "expected a JSON body {{\"sql\": \"...\", \"format\": \"json\"}}: {e}"
-                        ),
-                        )
-                    }
-                };
-                match self.query(&request).await {
-                    // Too large for a response: see other, at S3.
-                    Ok(Answer {
-                        url: Some(url),
-                        rows,
-                        content_type,
-                        ..
-                    }) => json!({
-                        "statusCode": 303,
-                        "headers": {"content-type": "application/json", "location": url},
-                        "multiValueHeaders": {},
-                        "cookies": [],
-                        "body": json!({"result_url": url, "rows": rows,
-                                       "content_type": content_type}).to_string(),
-                        "isBase64Encoded": false,
-                    }),
-                    Ok(answer) if answer.content_type.starts_with("application/vnd") => {
-                        respond(200, answer.content_type, to_base64(&answer.body), true)
-                    }
-                    Ok(answer) => respond(
-                        200,
-                        answer.content_type,
-                        String::from_utf8_lossy(&answer.body).into_owned(),
-                        false,
-                    ),
-                    Err(e) => error(status_of(&e), describe(&e)),
-                }
+            ("POST", "/query") => match query_request(event) {
+                Ok(request) => answer_over_http(self.query(&request).await),
+                Err(message) => http_error(400, message),
+            },
+            (_, "/query" | "/health") => {
+                http_error(405, format!("{method} is not allowed on {path}"))
             }
-            (_, "/query" | "/health") => error(405, format!("{method} is not allowed on {path}")),
-            _ => error(
+            _ => http_error(
                 404,
                 format!("no such endpoint {path}: use POST /query or GET /health"),
             ),
         }
     }
+}
+
+/// The query a function URL's POST carries as its JSON body (base64 or not).
+fn query_request(event: &Value) -> std::result::Result<QueryRequest, String> {
+    let raw = event.get("body").and_then(Value::as_str).unwrap_or("");
+    let body = if event.get("isBase64Encoded") == Some(&Value::Bool(true)) {
+        let bytes = from_base64(raw).map_err(|e| e.to_string())?;
+        String::from_utf8_lossy(&bytes).into_owned()
+    } else {
+        raw.to_string()
+    };
+    serde_json::from_str(&body).map_err(|e| {
+        format!("expected a JSON body {{\"sql\": \"...\", \"format\": \"json\"}}: {e}")
+    })
+}
+
+/// A query's answer as a function URL's response: the body, a `303` to S3 for an answer
+/// too large for a response, or the error.
+fn answer_over_http(answer: Result<Answer>) -> Value {
+    match answer {
+        Ok(Answer {
+            url: Some(url),
+            rows,
+            content_type,
+            ..
+        }) => json!({
+            "statusCode": 303,
+            "headers": {"content-type": "application/json", "location": url},
+            "multiValueHeaders": {},
+            "cookies": [],
+            "body": json!({"result_url": url, "rows": rows,
+                           "content_type": content_type}).to_string(),
+            "isBase64Encoded": false,
+        }),
+        Ok(answer) if answer.content_type.starts_with("application/vnd") => {
+            respond(200, answer.content_type, to_base64(&answer.body), true)
+        }
+        Ok(answer) => respond(
+            200,
+            answer.content_type,
+            String::from_utf8_lossy(&answer.body).into_owned(),
+            false,
+        ),
+        Err(e) => http_error(status_of(&e), describe(&e)),
+    }
+}
+
+/// The payload format 2.0 response, every field spelled out (cargo-lambda's emulator
+/// requires `cookies` and `multiValueHeaders`).
+fn respond(status: u16, content_type: &str, body: String, base64: bool) -> Value {
+    json!({
+        "statusCode": status,
+        "headers": {"content-type": content_type},
+        "multiValueHeaders": {},
+        "cookies": [],
+        "body": body,
+        "isBase64Encoded": base64,
+    })
+}
+
+fn http_error(status: u16, message: String) -> Value {
+    respond(
+        status,
+        "application/json",
+        json!({"error": message}).to_string(),
+        false,
+    )
 }
 
 /// 400 for what the caller can fix (SQL, plan, settings), 500 for the rest.

@@ -17,18 +17,18 @@ use futures::future::try_join_all;
 use futures::TryStreamExt;
 use quiver_core::bucket::group_buckets;
 use quiver_core::copy::{write_parts, CopyTarget, WrittenFile};
-use quiver_core::exec::exchange::{hash_parts, over_parts, split_side};
 use quiver_core::exec::run_partitions;
-use quiver_core::fragment::{decode, over_buckets, over_partitions};
-use quiver_core::options::QuiverOptions;
-use quiver_core::source::{ObjectMeta, S3Options};
+use quiver_core::fragment::{
+    decode, hash_parts, over_buckets, over_partitions, over_parts, split_side,
+};
+use quiver_core::source::ObjectMeta;
 use quiver_core::{QuiverSession, SessionOptions};
-use quiver_lambda_executor::executor::merge_plan;
 use quiver_lambda_executor::protocol::{
     decode_stream, encode_partitions, partition_ranges, Exchanged, JoinPartition, Output, Part,
     Piece, WorkerMetrics, WorkerRequest, WorkerResponse,
 };
-use quiver_lambda_executor::results::{deliver, fragment_bytes, result_key, Spool};
+use quiver_lambda_executor::results::{result_key, Results, Spool};
+use quiver_lambda_executor::tree::merge_plan;
 
 pub struct Worker {
     session: QuiverSession,
@@ -41,9 +41,10 @@ impl Worker {
         })
     }
 
-    /// The S3 settings of the request being run (its `settings` are set on the session).
-    fn s3(&self) -> S3Options {
-        QuiverOptions::of(self.session.context().state().config_options()).s3()
+    /// Where the request being run reads and writes outputs (its `settings`, set on the
+    /// session, say how to reach them).
+    fn results(&self) -> Results {
+        Results::new(self.session.runtime())
     }
 
     /// Runs a request to its response. Blocking: call it off the async threads.
@@ -56,9 +57,7 @@ impl Worker {
         reset_peak_memory();
         let context = self.session.context().task_ctx();
         let started = Instant::now();
-        let s3 = self.s3();
-        let fragment =
-            futures::executor::block_on(fragment_bytes(self.session.runtime(), &s3, request))?;
+        let fragment = futures::executor::block_on(self.results().fragment_bytes(request))?;
         let template = decode(&fragment, &context)?;
         // An exchange's first wave runs the fragment under its hash repartition.
         let (template, hashing) = match request.exchange {
@@ -110,8 +109,8 @@ impl Worker {
         let (spool, rows) = self.spool(request, template, context)?;
         let ran_at = started.elapsed();
         let returned = spool.len();
-        let s3 = self.s3();
-        let output = spool.deliver(self.session.runtime(), &s3, request);
+        let results = self.results();
+        let output = spool.deliver(&results, request);
         Ok(Done {
             output: futures::executor::block_on(output)?,
             ran_at,
@@ -164,9 +163,7 @@ impl Worker {
                 // A join's output (the exchange's second wave).
                 let bytes = encode_partitions(&template.schema(), &partitions)?;
                 returned = bytes.len() as u64;
-                let s3 = self.s3();
-                let output = deliver(self.session.runtime(), &s3, request, bytes);
-                futures::executor::block_on(output)?
+                futures::executor::block_on(self.results().deliver(request, bytes))?
             }
         };
         Ok(Done {
@@ -191,9 +188,9 @@ impl Worker {
         // The buckets in as many partitions as the memory limit affords, as the planner
         // makes them: one per bucket, all running at once, each held a bucket and left
         // its sort too little room (a 384 MB worker failed SF 1 lineitem's sort).
-        let config = context.session_config();
-        let options = QuiverOptions::of(config.options())
-            .buckets(config.target_partitions(), context.memory_pool().as_ref());
+        let threads = context.session_config().target_partitions();
+        let options = (self.session.runtime().query().settings.options)
+            .buckets(threads, context.memory_pool().as_ref());
         let partitions = group_buckets(request.buckets.clone(), &options);
         let plan = over_partitions(template, request.files.clone(), partitions)?;
         let plan = match merge_plan(template, Arc::clone(&plan))? {
@@ -220,9 +217,7 @@ impl Worker {
         let bytes = encode_partitions(schema, parts)?;
         let ranges = partition_ranges(&bytes)?;
         let key = result_key(prefix, &request.query_id, request.worker);
-        let s3 = self.s3();
-        let put = self.session.runtime().sources.put(&key, &s3, bytes.into());
-        futures::executor::block_on(put)?;
+        futures::executor::block_on(self.results().put(&key, bytes.into()))?;
         let parts = ranges
             .into_iter()
             .zip(parts)
@@ -263,17 +258,14 @@ impl Worker {
 
     /// The rows of an exchange's pieces (each an Arrow IPC stream), and their bytes.
     async fn read_pieces(&self, pieces: &[Piece]) -> Result<(Vec<RecordBatch>, u64)> {
-        let runtime = self.session.runtime();
-        let s3 = self.s3();
-        let s3 = &s3;
+        let results = &self.results();
         let streams = try_join_all(pieces.iter().map(|piece| async move {
             let object = ObjectMeta {
                 path: piece.key.clone(),
                 size: piece.end,
                 version: String::new(),
             };
-            let source = runtime.sources.for_path(&piece.key, s3)?;
-            Ok::<_, DataFusionError>(source.get_range(&object, piece.start..piece.end).await?)
+            results.get_range(&object, piece.start..piece.end).await
         }))
         .await?;
         let bytes = streams.iter().map(|s| s.len() as u64).sum();
@@ -296,15 +288,10 @@ impl Worker {
             job: format!("{}-{}", target.job, quiver_core::source::unique_id()),
             ..target.clone()
         };
-        let s3 = self.s3();
+        let runtime = self.session.runtime();
+        let s3 = runtime.query().settings.s3.clone();
         let batches: Vec<RecordBatch> = partitions.iter().flatten().cloned().collect();
-        futures::executor::block_on(write_parts(
-            self.session.runtime(),
-            &s3,
-            &target,
-            schema,
-            &batches,
-        ))
+        futures::executor::block_on(write_parts(runtime, &s3, &target, schema, &batches))
     }
 }
 

@@ -13,8 +13,11 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 use datafusion::physical_plan::displayable;
+use quiver_core::cost::WorkerCost;
 use quiver_core::format::OutputFormat;
+use quiver_core::metrics::QueryMetrics;
 use quiver_core::{describe, ExecutorKind, QuiverSession, SessionOptions};
+use quiver_lambda_executor::executor::LambdaRunner;
 
 use output::{closed_pipe, print_stream, Printing};
 use progress::Progress;
@@ -298,51 +301,8 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
         Command::Query(args) | Command::Explain(args) => args,
         Command::Index(args) => return run_index(args).await,
     };
-    let sql = if args.sql == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| format!("reading SQL from standard input: {e}"))?;
-        text
-    } else {
-        args.sql.clone()
-    };
-    let sql = if args.dry_run {
-        format!("EXPLAIN COST {sql}")
-    } else {
-        sql
-    };
-    let mut session = QuiverSession::new(SessionOptions {
-        threads,
-        executor: args.executor,
-    })
-    .map_err(|e| describe(&e))?;
-    quiver_lambda_executor::register_options(&session);
-    let lambda = if args.executor == ExecutorKind::Remote {
-        let function = args
-            .function
-            .clone()
-            .or_else(|| quiver_lambda_executor::env("QUIVER_WORKER_FUNCTION"))
-            .ok_or("--executor lambda needs --function NAME (the deployed worker function)")?;
-        let coordinator = (args.coordinator.clone())
-            .or_else(|| quiver_lambda_executor::env("QUIVER_COORDINATOR_FUNCTION"));
-        let runner = quiver_lambda_executor::runner_from_env(
-            function,
-            coordinator,
-            args.lambda_endpoint.clone(),
-        )
-        .await;
-        session = session.with_fragment_runner(Arc::clone(&runner) as _);
-        Some(runner)
-    } else {
-        None
-    };
-    for (key, value) in args.settings()? {
-        session
-            .set(&key, &value)
-            .map_err(|e| setting_error(&key, &e))?;
-    }
-
+    let sql = read_sql(&args)?;
+    let (session, lambda) = query_session(&args, threads).await?;
     if explain {
         let plan = session
             .physical_plan(&sql)
@@ -379,36 +339,98 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
     }
     let metrics = printed?;
     if args.profile {
-        eprint!("{}", metrics.report());
-        let mut spent = metrics.snapshot();
-        let mut on_workers = quiver_core::cost::WorkerCost::default();
-        let workers = lambda.map(|runner| runner.take_metrics());
-        if let Some(workers) = &workers {
-            spent.add(&workers.reads);
-            on_workers = quiver_core::cost::WorkerCost {
-                workers: workers.invocations,
-                gb_seconds: workers.gb_seconds,
-            };
-        }
-        eprintln!("{}", session.cost_line(&spent, on_workers));
-        if let Some(workers) = workers {
-            eprintln!(
-                "lambda workers: {} buckets, {} rows out, {} bytes out, {} bytes exchanged, \
-                 {} requests, {} bytes read, {} MB held by the largest, {} hedged, \
-                 {} sub-coordinators",
-                workers.buckets,
-                workers.rows,
-                workers.bytes,
-                workers.exchanged,
-                workers.reads.requests,
-                workers.reads.bytes_read,
-                workers.peak_memory.div_ceil(1 << 20),
-                workers.hedged,
-                workers.sub_coordinators
-            );
-        }
+        print_profile(&session, &metrics, lambda.as_deref());
     }
     Ok(())
+}
+
+/// The statement to run: the argument, or standard input for `-`; priced only with
+/// `--dry-run`.
+fn read_sql(args: &QueryArgs) -> Result<String, String> {
+    let sql = if args.sql == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| format!("reading SQL from standard input: {e}"))?;
+        text
+    } else {
+        args.sql.clone()
+    };
+    Ok(match args.dry_run {
+        true => format!("EXPLAIN COST {sql}"),
+        false => sql,
+    })
+}
+
+/// A session for `args`: its executor (with the Lambda runner it sends fragments to, for
+/// `--executor lambda`) and its settings.
+async fn query_session(
+    args: &QueryArgs,
+    threads: usize,
+) -> Result<(QuiverSession, Option<Arc<LambdaRunner>>), String> {
+    let mut session = QuiverSession::new(SessionOptions {
+        threads,
+        executor: args.executor,
+    })
+    .map_err(|e| describe(&e))?;
+    quiver_lambda_executor::register_options(&session);
+    let lambda = if args.executor == ExecutorKind::Remote {
+        let function = args
+            .function
+            .clone()
+            .or_else(|| quiver_lambda_executor::env("QUIVER_WORKER_FUNCTION"))
+            .ok_or("--executor lambda needs --function NAME (the deployed worker function)")?;
+        let coordinator = (args.coordinator.clone())
+            .or_else(|| quiver_lambda_executor::env("QUIVER_COORDINATOR_FUNCTION"));
+        let runner = quiver_lambda_executor::runner_from_env(
+            function,
+            coordinator,
+            args.lambda_endpoint.clone(),
+        )
+        .await;
+        session = session.with_fragment_runner(Arc::clone(&runner) as _);
+        Some(runner)
+    } else {
+        None
+    };
+    for (key, value) in args.settings()? {
+        session
+            .set(&key, &value)
+            .map_err(|e| setting_error(&key, &e))?;
+    }
+    Ok((session, lambda))
+}
+
+/// `--profile`: what the statement did, its cost, and what its Lambda workers did.
+fn print_profile(session: &QuiverSession, metrics: &QueryMetrics, lambda: Option<&LambdaRunner>) {
+    eprint!("{}", metrics.report());
+    let mut spent = metrics.snapshot();
+    let mut on_workers = WorkerCost::default();
+    let workers = lambda.map(|runner| runner.take_metrics());
+    if let Some(workers) = &workers {
+        spent.add(&workers.reads);
+        on_workers = WorkerCost {
+            workers: workers.invocations,
+            gb_seconds: workers.gb_seconds,
+        };
+    }
+    eprintln!("{}", session.cost_line(&spent, on_workers));
+    if let Some(workers) = workers {
+        eprintln!(
+            "lambda workers: {} buckets, {} rows out, {} bytes out, {} bytes exchanged, \
+             {} requests, {} bytes read, {} MB held by the largest, {} hedged, \
+             {} sub-coordinators",
+            workers.buckets,
+            workers.rows,
+            workers.bytes,
+            workers.exchanged,
+            workers.reads.requests,
+            workers.reads.bytes_read,
+            workers.peak_memory.div_ceil(1 << 20),
+            workers.hedged,
+            workers.sub_coordinators
+        );
+    }
 }
 
 /// A refused `--set`, naming the setting once.
@@ -423,7 +445,6 @@ fn setting_error(key: &str, error: &datafusion::error::DataFusionError) -> Strin
 
 /// `quiver index build|refresh|show`: the session gives the settings (S3 endpoint, region).
 async fn run_index(args: IndexArgs) -> Result<(), String> {
-    use quiver_core::index::{build_index, refresh_index, show_index};
     let session = QuiverSession::new(SessionOptions::default()).map_err(|e| describe(&e))?;
     let mut settings = args.settings.clone();
     if let Some(endpoint) = &args.s3_endpoint {
@@ -440,16 +461,15 @@ async fn run_index(args: IndexArgs) -> Result<(), String> {
             .set(key.trim(), value.trim())
             .map_err(|e| setting_error(key, &e))?;
     }
-    let s3 = session.s3_options();
-    let runtime = session.runtime();
-    session.begin_query().map_err(|e| describe(&e))?;
-    let (glob, to) = (args.glob.as_str(), args.to.as_deref());
-    let status = match args.action {
-        IndexAction::Build => build_index(runtime, glob, to, &s3).await,
-        IndexAction::Refresh => refresh_index(runtime, glob, to, &s3).await,
-        IndexAction::Show => show_index(runtime, glob, to, &s3).await,
-    }
-    .map_err(|e| describe(&e))?;
+    let action = match args.action {
+        IndexAction::Build => quiver_core::session::IndexAction::Build,
+        IndexAction::Refresh => quiver_core::session::IndexAction::Refresh,
+        IndexAction::Show => quiver_core::session::IndexAction::Show,
+    };
+    let status = session
+        .index(action, &args.glob, args.to.as_deref())
+        .await
+        .map_err(|e| describe(&e))?;
     let text = if args.json {
         serde_json::to_string_pretty(&status).map_err(|e| e.to_string())?
     } else {

@@ -388,12 +388,9 @@ pub async fn commit(
 }
 
 /// Deletes written files, best effort (a failed job's leftovers are not in any manifest).
-pub async fn discard(runtime: &QuiverRuntime, s3: &S3Options, written: &[WrittenFile]) {
-    for file in written {
-        if let Ok(source) = runtime.sources.for_path(&file.path, s3) {
-            let _ = source.delete(&file.path).await;
-        }
-    }
+async fn discard(runtime: &QuiverRuntime, s3: &S3Options, written: &[WrittenFile]) {
+    let paths = written.iter().map(|file| file.path.as_str());
+    runtime.sources.discard(paths, s3).await
 }
 
 /// Row indexes of `batch` per distinct value of its key columns, as text.

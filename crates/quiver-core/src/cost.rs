@@ -160,16 +160,15 @@ pub fn scans(plan: &Arc<dyn ExecutionPlan>) -> Vec<&BucketScanExec> {
 pub async fn planned_reads(
     plan: &Arc<dyn ExecutionPlan>,
     runtime: &QuiverRuntime,
-    options: &QuiverOptions,
 ) -> Result<Vec<PlannedReads>> {
-    let metrics = runtime.metrics();
-    let fetch = options.fetch();
-    let keeps = options.block_cache_bytes > 0;
+    let settings = &runtime.query().settings;
+    let fetch = settings.fetch;
+    let keeps = settings.options.block_cache_bytes > 0;
     let mut fetched: HashMap<String, Vec<Range<u64>>> = HashMap::new();
     let mut scans_reads = Vec::new();
     for scan in scans(plan) {
         let mut reads = PlannedReads::default();
-        for bucket in scan.bucket_reads(runtime, options, &metrics).await? {
+        for bucket in scan.bucket_reads(runtime).await? {
             let missing = runtime.blocks.lookup(&bucket.meta, &bucket.ranges).missing;
             let earlier = fetched.entry(bucket.meta.path.clone()).or_default();
             let requests = coalesce(&without(&missing, earlier), &fetch);

@@ -1,20 +1,14 @@
-//! The fetch layer. For each bucket the byte ranges it needs (the projected column chunks
-//! of its row groups) are planned before any I/O, merged when close, split when large,
-//! and fetched with bounded concurrency. Decoding then reads from memory.
+//! Read plans. For each bucket the byte ranges it needs (the projected column chunks of
+//! its row groups) are planned before any I/O, merged when close and split when large;
+//! `read` fetches them with bounded concurrency, and decoding then reads from memory
+//! (`FetchedBytes`). Pure: nothing here does I/O.
 
 use std::ops::Range;
 
 use bytes::Bytes;
 use datafusion::arrow::datatypes::Schema;
-use futures::stream::{self, StreamExt, TryStreamExt};
 use parquet::file::metadata::ParquetMetaData;
 use parquet::schema::types::SchemaDescriptor;
-
-use crate::cache::{BlockCache, Lookup};
-use crate::error::Result;
-use crate::metrics::{QueryMetrics, SpanKind};
-use crate::source::{HedgePolicy, ObjectMeta, ObjectSource};
-use crate::tail::read_range;
 
 /// 1 MiB: a gap smaller than this costs less to read through than a request's latency
 /// against object storage (about 1 MiB at 100 MB/s and 10 ms per request).
@@ -32,8 +26,6 @@ pub struct FetchOptions {
     pub coalesce_gap: u64,
     pub max_coalesced_bytes: u64,
     pub max_concurrent_requests: usize,
-    /// When a read is late and gets a duplicate (see `tail`).
-    pub hedge: HedgePolicy,
 }
 
 impl FetchOptions {
@@ -54,7 +46,6 @@ impl Default for FetchOptions {
             coalesce_gap: COALESCE_GAP,
             max_coalesced_bytes: MAX_COALESCED_BYTES,
             max_concurrent_requests: MAX_CONCURRENT_REQUESTS,
-            hedge: HedgePolicy::default(),
         }
     }
 }
@@ -81,6 +72,19 @@ impl<'a> ProjectedColumns<'a> {
             .filter(|&leaf| roots.contains(&descriptor.get_column_root_idx(leaf)))
             .collect();
         Self { metadata, leaves }
+    }
+
+    /// The leaves the planner already found for these columns (`ScanFile::leaves`); any
+    /// past the file's columns are dropped, so a stale list cannot index out of bounds.
+    pub fn of_leaves(metadata: &'a ParquetMetaData, mut leaves: Vec<usize>) -> Self {
+        let count = metadata.file_metadata().schema_descr().num_columns();
+        leaves.retain(|&leaf| leaf < count);
+        Self { metadata, leaves }
+    }
+
+    /// The leaf column indexes, in schema order.
+    pub fn leaves(&self) -> &[usize] {
+        &self.leaves
     }
 
     /// The byte ranges of these columns' chunks in `row_groups`, sorted.
@@ -199,76 +203,21 @@ impl FetchedBytes {
         None
     }
 
+    /// These pieces and `more`, as one (overlaps kept once); the stats stay.
+    pub fn with(self, more: Vec<(u64, Bytes)>) -> Self {
+        let mut pieces = self.pieces;
+        pieces.extend(more);
+        Self {
+            stats: self.stats,
+            ..Self::new(pieces)
+        }
+    }
+
     /// Bytes held (overlaps once).
     #[cfg(test)]
     fn len(&self) -> u64 {
         self.pieces.iter().map(|(_, b)| b.len() as u64).sum()
     }
-}
-
-/// What the block cache holds of `ranges` of `object` (a small file's tail, read with its
-/// footer), for a bucket read on demand: nothing else is fetched.
-pub fn cached_ranges(
-    object: &ObjectMeta,
-    ranges: &[Range<u64>],
-    cache: &BlockCache,
-    metrics: &QueryMetrics,
-) -> FetchedBytes {
-    let Lookup { held, .. } = cache.lookup(object, ranges);
-    let cache_hit_bytes = held.iter().map(|(_, b)| b.len() as u64).sum();
-    QueryMetrics::add(&metrics.cache_hit_bytes, cache_hit_bytes);
-    FetchedBytes {
-        stats: FetchStats {
-            cache_hit_bytes,
-            ..FetchStats::default()
-        },
-        ..FetchedBytes::new(held)
-    }
-}
-
-/// Fetches `ranges` of `object`: what the block cache holds is served from it, the rest
-/// is coalesced, fetched with bounded concurrency, and kept in the cache (if the source's
-/// bytes are worth keeping).
-pub async fn fetch_ranges(
-    source: &dyn ObjectSource,
-    object: &ObjectMeta,
-    ranges: &[Range<u64>],
-    options: &FetchOptions,
-    cache: &BlockCache,
-    metrics: &QueryMetrics,
-    lane: &str,
-) -> Result<FetchedBytes> {
-    let Lookup { mut held, missing } = cache.lookup(object, ranges);
-    let cache_hit_bytes = held.iter().map(|(_, b)| b.len() as u64).sum();
-    QueryMetrics::add(&metrics.cache_hit_bytes, cache_hit_bytes);
-    let plan = coalesce(&missing, options);
-    let fetched: Vec<(u64, Bytes)> = stream::iter(plan)
-        .map(|range| async move {
-            let started = metrics.timeline.begin();
-            let bytes = read_range(source, object, range.clone(), &options.hedge, metrics).await?;
-            metrics.record_read(bytes.len() as u64);
-            let size = bytes.len() as u64;
-            metrics
-                .timeline
-                .end(started, SpanKind::Data, lane.to_string(), size);
-            Ok::<_, crate::error::QuiverError>((range.start, bytes))
-        })
-        .buffer_unordered(options.max_concurrent_requests.max(1))
-        .try_collect()
-        .await?;
-    if source.keeps_blocks() {
-        cache.insert(object, &fetched);
-    }
-    let stats = FetchStats {
-        requests: fetched.len() as u64,
-        bytes: fetched.iter().map(|(_, b)| b.len() as u64).sum(),
-        cache_hit_bytes,
-    };
-    held.extend(fetched);
-    Ok(FetchedBytes {
-        stats,
-        ..FetchedBytes::new(held)
-    })
 }
 
 #[cfg(test)]

@@ -5,21 +5,19 @@
 //! read is exactly the footer.
 
 use std::collections::HashMap;
-use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use bytes::{Bytes, BytesMut};
-use datafusion::arrow::datatypes::Schema;
+use bytes::BytesMut;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use tokio::sync::OnceCell;
 
-use crate::cache::BlockCache;
 use crate::error::{QuiverError, Result};
 use crate::fixed_decimals::{plain_decimals, PlainDecimals};
 use crate::metrics::{file_name, QueryMetrics, SpanKind};
-use crate::source::{HedgePolicy, ObjectMeta, ObjectSource};
-use crate::tail::read_range;
+use crate::read::ObjectReader;
+use crate::source::ObjectMeta;
 
 /// 512 KiB: large enough for the footer of files with thousands of row groups, small enough
 /// that one request costs about what a 1-byte request costs against object storage.
@@ -36,27 +34,51 @@ pub struct FooterCache {
     entries: Mutex<HashMap<(String, String), FooterCell>>,
 }
 
-/// A file's footer, once read: parsed, with its encoded length (`parquet_file_metadata`
-/// reports it) and, from its first decoding on, its decimals unannotated.
-type FooterCell = Arc<OnceCell<Footer>>;
+type FooterCell = Arc<OnceCell<Arc<Footer>>>;
 
+/// A file's footer, once read: parsed, with its encoded length (`parquet_file_metadata`
+/// reports it, and a Lambda worker is told it) and, from its first decoding on, its
+/// fixed-length decimals unannotated.
 #[derive(Debug)]
-struct Footer {
-    parsed: Arc<ParquetMetaData>,
-    len: u64,
+pub struct Footer {
+    pub metadata: Arc<ParquetMetaData>,
+    pub encoded_len: u64,
+    /// Its Arrow schema, mapped once (or why it cannot be).
+    schema: OnceLock<std::result::Result<SchemaRef, String>>,
     plain: OnceLock<Option<Arc<PlainDecimals>>>,
 }
 
+impl Footer {
+    /// This footer with its fixed-length decimals unannotated, for its decoder (see
+    /// `fixed_decimals`): built once while the cache holds the footer.
+    pub fn plain_decimals(&self) -> Option<Arc<PlainDecimals>> {
+        self.plain
+            .get_or_init(|| plain_decimals(&self.metadata).map(Arc::new))
+            .clone()
+    }
+
+    /// The Arrow schema it describes (see `arrow_schema`), mapped once per footer.
+    pub fn arrow_schema(&self, path: &str) -> Result<SchemaRef> {
+        let mapped = self.schema.get_or_init(|| {
+            arrow_schema(path, &self.metadata)
+                .map(Arc::new)
+                .map_err(|e| match e {
+                    QuiverError::NotParquet { reason, .. } => reason,
+                    other => other.to_string(),
+                })
+        });
+        mapped.clone().map_err(|reason| QuiverError::NotParquet {
+            path: path.to_string(),
+            reason,
+        })
+    }
+}
+
 impl FooterCache {
-    pub async fn load(
-        &self,
-        source: &dyn ObjectSource,
-        meta: &ObjectMeta,
-        known_len: Option<u64>,
-        metrics: &QueryMetrics,
-        blocks: &BlockCache,
-        hedge: &HedgePolicy,
-    ) -> Result<Arc<ParquetMetaData>> {
+    /// The footer of `reader`'s object, read now unless a read of this version is done
+    /// or under way; `known_len`, the footer's encoded length when the planner knows it.
+    pub async fn load(&self, reader: &ObjectReader, known_len: Option<u64>) -> Result<Arc<Footer>> {
+        let meta = &reader.object;
         let key = (meta.path.clone(), meta.version.clone());
         let cell = Arc::clone(
             self.entries
@@ -70,47 +92,27 @@ impl FooterCache {
             .get_or_try_init(|| {
                 read_here = true;
                 async {
-                    let (parsed, len) =
-                        read_footer(source, meta, known_len, metrics, blocks, hedge).await?;
-                    Ok::<_, QuiverError>(Footer {
-                        parsed: Arc::new(parsed),
-                        len,
+                    let (parsed, len) = read_footer(reader, known_len).await?;
+                    Ok::<_, QuiverError>(Arc::new(Footer {
+                        metadata: Arc::new(parsed),
+                        encoded_len: len,
+                        schema: OnceLock::new(),
                         plain: OnceLock::new(),
-                    })
+                    }))
                 }
             })
             .await?;
         if !read_here {
-            QueryMetrics::add(&metrics.footer_cache_hits, 1);
+            QueryMetrics::add(&reader.metrics().footer_cache_hits, 1);
         }
-        Ok(Arc::clone(&footer.parsed))
-    }
-
-    /// `parsed` (this file's footer) with its fixed-length decimals unannotated, for its
-    /// decoder: built once while the cache holds the footer.
-    pub fn plain_decimals(
-        &self,
-        meta: &ObjectMeta,
-        parsed: &Arc<ParquetMetaData>,
-    ) -> Option<Arc<PlainDecimals>> {
-        let key = (meta.path.clone(), meta.version.clone());
-        let cell = (self.entries.lock().unwrap_or_else(|p| p.into_inner()))
-            .get(&key)
-            .cloned();
-        match cell.as_ref().and_then(|cell| cell.get()) {
-            Some(footer) if Arc::ptr_eq(&footer.parsed, parsed) => footer
-                .plain
-                .get_or_init(|| plain_decimals(parsed).map(Arc::new))
-                .clone(),
-            _ => plain_decimals(parsed).map(Arc::new),
-        }
+        Ok(Arc::clone(footer))
     }
 
     /// The encoded length of a footer this cache holds.
     pub fn encoded_len(&self, meta: &ObjectMeta) -> Option<u64> {
         let key = (meta.path.clone(), meta.version.clone());
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.get(&key)?.get().map(|footer| footer.len)
+        entries.get(&key)?.get().map(|footer| footer.encoded_len)
     }
 }
 
@@ -127,14 +129,12 @@ pub fn arrow_schema(path: &str, metadata: &ParquetMetaData) -> Result<Schema> {
     })
 }
 
+/// The footer of `reader`'s object, parsed and checked, and its encoded length.
 async fn read_footer(
-    source: &dyn ObjectSource,
-    meta: &ObjectMeta,
+    reader: &ObjectReader,
     known_len: Option<u64>,
-    metrics: &QueryMetrics,
-    blocks: &BlockCache,
-    hedge: &HedgePolicy,
 ) -> Result<(ParquetMetaData, u64)> {
+    let meta = &reader.object;
     let path = &meta.path;
     let not_parquet = |reason: &str| QuiverError::NotParquet {
         path: path.clone(),
@@ -153,8 +153,9 @@ async fn read_footer(
         _ => FOOTER_READ_BYTES,
     }
     .min(meta.size);
-    let tail = fetch(source, meta, meta.size - first..meta.size, metrics, hedge).await?;
-    blocks.insert(meta, &[(meta.size - first, tail.clone())]);
+    let lane = format!("{} footer", file_name(path));
+    let tail = (reader.read(meta.size - first..meta.size, SpanKind::Footer, &lane)).await?;
+    reader.keep(meta.size - first, &tail);
     let end = &tail[tail.len() - FOOTER_TAIL as usize..];
     if &end[4..] != b"PAR1" {
         return Err(not_parquet(
@@ -176,13 +177,11 @@ async fn read_footer(
         tail.slice((first - needed) as usize..(first - FOOTER_TAIL) as usize)
     } else {
         // One more request for the part of the footer before what we already hold.
-        let head = fetch(
-            source,
-            meta,
+        let head = (reader.read(
             meta.size - needed..meta.size - first,
-            metrics,
-            hedge,
-        )
+            SpanKind::Footer,
+            &lane,
+        ))
         .await?;
         let mut joined = BytesMut::with_capacity(needed as usize);
         joined.extend_from_slice(&head);
@@ -255,27 +254,10 @@ fn check_layout(metadata: &ParquetMetaData, data_end: u64) -> std::result::Resul
     Ok(())
 }
 
-async fn fetch(
-    source: &dyn ObjectSource,
-    meta: &ObjectMeta,
-    range: Range<u64>,
-    metrics: &QueryMetrics,
-    hedge: &HedgePolicy,
-) -> Result<Bytes> {
-    let started = metrics.timeline.begin();
-    let bytes = read_range(source, meta, range, hedge, metrics).await?;
-    metrics.record_read(bytes.len() as u64);
-    QueryMetrics::add(&metrics.footer_requests, 1);
-    let lane = format!("{} footer", file_name(&meta.path));
-    let size = bytes.len() as u64;
-    metrics.timeline.end(started, SpanKind::Footer, lane, size);
-    Ok(bytes)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::LocalSource;
+    use crate::source::{LocalSource, ObjectSource};
     use datafusion::arrow::array::{Int64Array, RecordBatch};
     use datafusion::arrow::datatypes::{DataType, Field};
     use parquet::arrow::ArrowWriter;
@@ -305,16 +287,26 @@ mod tests {
         (meta, footer_len)
     }
 
+    /// A reader of `meta` on the local disk, with fresh metrics and caches.
+    fn reader(meta: &ObjectMeta) -> ObjectReader {
+        ObjectReader {
+            source: Arc::new(LocalSource),
+            object: meta.clone(),
+            io: crate::read::QueryIo {
+                blocks: Arc::default(),
+                metrics: Arc::default(),
+                hedge: crate::source::HedgePolicy::default(),
+            },
+        }
+    }
+
     /// Reads the footer with a cold cache; (requests, bytes read).
     async fn cold_read(meta: &ObjectMeta, known_len: Option<u64>) -> (u64, u64) {
-        let metrics = QueryMetrics::default();
+        let reader = reader(meta);
+        let metrics = reader.metrics();
         let footers = FooterCache::default();
-        let (blocks, hedge) = (BlockCache::default(), HedgePolicy::default());
-        let parsed = footers
-            .load(&LocalSource, meta, known_len, &metrics, &blocks, &hedge)
-            .await
-            .unwrap();
-        assert_eq!(parsed.file_metadata().num_rows(), 100_000);
+        let parsed = footers.load(&reader, known_len).await.unwrap();
+        assert_eq!(parsed.metadata.file_metadata().num_rows(), 100_000);
         (
             metrics.footer_requests.load(Relaxed),
             metrics.bytes_read.load(Relaxed),
@@ -342,11 +334,10 @@ mod tests {
     async fn buckets_that_ask_at_once_share_one_read() {
         let dir = tempfile::tempdir().unwrap();
         let (meta, _) = large_file(dir.path()).await;
-        let metrics = QueryMetrics::default();
+        let reader = reader(&meta);
+        let metrics = reader.metrics();
         let footers = FooterCache::default();
-        let (blocks, hedge) = (BlockCache::default(), HedgePolicy::default());
-        let loads =
-            (0..4).map(|_| footers.load(&LocalSource, &meta, None, &metrics, &blocks, &hedge));
+        let loads = (0..4).map(|_| footers.load(&reader, None));
         let parsed = futures::future::try_join_all(loads).await.unwrap();
         assert!(parsed.iter().all(|p| Arc::ptr_eq(p, &parsed[0])));
         assert_eq!(metrics.footer_requests.load(Relaxed), 1);

@@ -20,7 +20,7 @@ pub struct QueryMetrics {
     pub cache_hit_bytes: AtomicU64,
     /// Reads the range plan did not foresee (served, but counted so that a gap shows).
     pub unplanned_requests: AtomicU64,
-    /// Late reads that got a duplicate request (see `tail`).
+    /// Late reads that got a duplicate request (see `source::hedge`).
     pub hedged_requests: AtomicU64,
     /// Requests given up unfinished because their duplicate answered first.
     pub abandoned_requests: AtomicU64,

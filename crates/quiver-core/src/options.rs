@@ -10,6 +10,30 @@ use crate::cache::BLOCK_CACHE_BYTES;
 use crate::fetch::{FetchOptions, COALESCE_GAP, MAX_COALESCED_BYTES, MAX_CONCURRENT_REQUESTS};
 use crate::source::{HedgePolicy, S3Options, HEDGE_MIN_MS, HEDGE_MULTIPLE};
 
+/// A statement's settings, resolved once when it begins (`QuiverRuntime::begin_query`) and
+/// carried down from there: no stop below re-reads DataFusion's config.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// As set (`SET quiver.…`, the command's flags); what travels to workers.
+    pub options: QuiverOptions,
+    pub s3: S3Options,
+    pub fetch: FetchOptions,
+    pub hedge: HedgePolicy,
+    pub index: IndexSetting,
+}
+
+impl Settings {
+    pub fn of(options: QuiverOptions) -> Self {
+        Self {
+            s3: options.s3(),
+            fetch: options.fetch(),
+            hedge: options.hedge(),
+            index: options.index(),
+            options,
+        }
+    }
+}
+
 /// 16 MiB: TPC-H SF 1's build sides that meet a scan fit (Q5's customers and orders of
 /// one year take 3.6 MB), and every worker holds its own copy.
 pub const BROADCAST_BYTES: u64 = 16 * 1024 * 1024;
@@ -79,7 +103,6 @@ impl QuiverOptions {
             coalesce_gap: self.coalesce_gap,
             max_coalesced_bytes: self.max_coalesced_bytes,
             max_concurrent_requests: self.max_concurrent_requests,
-            hedge: self.hedge(),
         }
     }
 

@@ -7,10 +7,12 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, UInt64Array};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::catalog::Session;
 use datafusion::common::pruning::PruningStatistics;
-use datafusion::common::{Column, ScalarValue};
+use datafusion::common::{Column, DFSchema, ScalarValue};
 use datafusion::error::Result;
-use datafusion::physical_expr::PhysicalExpr;
+use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::Expr;
 use datafusion::physical_optimizer::pruning::PruningPredicate;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::file::metadata::ParquetMetaData;
@@ -37,11 +39,28 @@ pub fn row_groups_to_read(
         .unwrap_or_else(|_| vec![true; count])
 }
 
-/// Evaluates `filter` (over listing columns only) on one row per file; `true` keeps it.
-pub fn files_to_read(
-    filter: &Arc<dyn PhysicalExpr>,
+/// Which files pass the `filters` that name only columns of `listing_columns` (one row
+/// per file: hive and virtual columns, or a metadata table's file names); `true` keeps a
+/// file. Filters on other columns are left to the scan.
+pub fn files_passing(
+    state: &dyn Session,
+    filters: &[Expr],
     listing_columns: &RecordBatch,
 ) -> Result<Vec<bool>> {
+    let schema = listing_columns.schema();
+    let on_listing: Vec<Expr> = filters
+        .iter()
+        .filter(|f| {
+            let columns = f.column_refs();
+            !columns.is_empty() && columns.iter().all(|c| schema.index_of(&c.name).is_ok())
+        })
+        .cloned()
+        .collect();
+    let Some(filter) = conjunction(on_listing) else {
+        return Ok(vec![true; listing_columns.num_rows()]);
+    };
+    let filter =
+        state.create_physical_expr(filter, &DFSchema::try_from(schema.as_ref().clone())?)?;
     let value = filter
         .evaluate(listing_columns)?
         .into_array(listing_columns.num_rows())?;

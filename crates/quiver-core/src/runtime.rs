@@ -1,20 +1,24 @@
-//! What a running query reaches through DataFusion's session config: sources, the footer
-//! cache, the memory budget for bytes in flight, and this query's metrics.
-//! Plans carry only data (paths, buckets); everything stateful lives here, so a plan that
-//! travels to a worker finds the worker's own runtime.
+//! What a running statement reaches through DataFusion's session config: sources, the
+//! footer and block caches, the memory budget for bytes in flight, and the statement
+//! itself (its settings, resolved once, and its metrics). Plans carry only data (paths,
+//! buckets); everything stateful lives here, so a plan that travels to a worker finds the
+//! worker's own runtime. Files are opened one way: `open` (a reader and its footer).
 
 use std::sync::{Arc, RwLock};
 
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::SessionConfig;
+use futures::stream::{self, StreamExt, TryStreamExt};
+use parquet::file::metadata::ParquetMetaData;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::cache::BlockCache;
-use crate::footer::FooterCache;
+use crate::footer::{Footer, FooterCache};
 use crate::metrics::QueryMetrics;
-use crate::options::QuiverOptions;
-use crate::source::{HedgePolicy, ObjectMeta, ObjectSource, Sources};
-use parquet::file::metadata::ParquetMetaData;
+use crate::options::{QuiverOptions, Settings};
+use crate::read::{ObjectReader, QueryIo};
+use crate::source::{ObjectMeta, ObjectSource, Sources};
 
 /// 1 GiB of fetched, not yet decoded bytes at most; buckets wait for room beyond it.
 pub const MEMORY_BUDGET_BYTES: u64 = 1024 * 1024 * 1024;
@@ -22,14 +26,44 @@ pub const MEMORY_BUDGET_BYTES: u64 = 1024 * 1024 * 1024;
 /// The budget is counted in 64 KiB units to fit the semaphore's permit count.
 const UNIT: u64 = 64 * 1024;
 
+/// 64 footers in flight while planning: listing-sized concurrency for object storage.
+const FOOTER_CONCURRENCY: usize = 64;
+
+/// The statement running now.
+#[derive(Debug, Default)]
+pub struct Query {
+    pub settings: Settings,
+    pub metrics: Arc<QueryMetrics>,
+}
+
+/// A Parquet file opened for a statement: how to read it, and its footer.
+#[derive(Debug, Clone)]
+pub struct ParquetFile {
+    pub reader: ObjectReader,
+    pub footer: Arc<Footer>,
+}
+
+impl ParquetFile {
+    pub fn meta(&self) -> &ObjectMeta {
+        &self.reader.object
+    }
+
+    pub fn metadata(&self) -> &Arc<ParquetMetaData> {
+        &self.footer.metadata
+    }
+
+    /// The file's columns as Arrow types them (the one place: `footer::arrow_schema`).
+    pub fn arrow_schema(&self) -> Result<SchemaRef> {
+        Ok(self.footer.arrow_schema(&self.meta().path)?)
+    }
+}
+
 #[derive(Debug)]
 pub struct QuiverRuntime {
     pub sources: Sources,
     pub footers: FooterCache,
-    pub blocks: BlockCache,
-    metrics: RwLock<Arc<QueryMetrics>>,
-    /// The hedging of the statement running now, for its footer reads.
-    hedge: RwLock<HedgePolicy>,
+    pub blocks: Arc<BlockCache>,
+    query: RwLock<Arc<Query>>,
     memory: Arc<Semaphore>,
     memory_units: u32,
 }
@@ -46,9 +80,8 @@ impl QuiverRuntime {
         Self {
             sources,
             footers: FooterCache::default(),
-            blocks: BlockCache::default(),
-            metrics: RwLock::new(Arc::default()),
-            hedge: RwLock::default(),
+            blocks: Arc::default(),
+            query: RwLock::default(),
             memory: Arc::new(Semaphore::new(memory_units as usize)),
             memory_units,
         }
@@ -61,8 +94,9 @@ impl QuiverRuntime {
             .ok_or_else(|| DataFusionError::Internal("this session has no Quiver runtime".into()))
     }
 
-    /// Starts a query: its metrics afresh (returned), the block cache bounded as its
-    /// settings say, and to a quarter of the query's memory limit, which it sits outside of.
+    /// Starts a statement under `options`: its settings resolved, its metrics afresh
+    /// (returned), the block cache bounded as its settings say, and to a quarter of the
+    /// statement's memory limit, which it sits outside of.
     pub fn begin_query(
         &self,
         options: &QuiverOptions,
@@ -71,52 +105,62 @@ impl QuiverRuntime {
         let share_of_limit = memory_limit.map_or(u64::MAX, |limit| limit / 4);
         self.blocks
             .set_capacity(options.block_cache_bytes.min(share_of_limit));
-        *self.hedge.write().unwrap_or_else(|p| p.into_inner()) = options.hedge();
-        let fresh = Arc::new(QueryMetrics::default());
-        fresh.timeline.begin(); // the query's time origin
-        *self.metrics.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&fresh);
-        fresh
+        let query = Query {
+            settings: Settings::of(options.clone()),
+            metrics: Arc::default(),
+        };
+        query.metrics.timeline.begin(); // the statement's time origin
+        let metrics = Arc::clone(&query.metrics);
+        *self.query.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(query);
+        metrics
     }
 
-    fn hedge(&self) -> HedgePolicy {
-        *self.hedge.read().unwrap_or_else(|p| p.into_inner())
+    /// The statement running now.
+    pub fn query(&self) -> Arc<Query> {
+        Arc::clone(&self.query.read().unwrap_or_else(|p| p.into_inner()))
     }
 
     pub fn metrics(&self) -> Arc<QueryMetrics> {
-        Arc::clone(&self.metrics.read().unwrap_or_else(|p| p.into_inner()))
+        Arc::clone(&self.query().metrics)
     }
 
-    /// A file's parsed footer, read once per version; the bytes read for it go to the block
-    /// cache too (for a small file, that is all of it).
-    pub async fn footer(
-        &self,
-        source: &dyn ObjectSource,
-        meta: &ObjectMeta,
-        metrics: &QueryMetrics,
-    ) -> datafusion::error::Result<Arc<ParquetMetaData>> {
-        self.footer_of_length(source, meta, None, metrics).await
+    /// The source `path` is read from or written to, with the statement's S3 settings.
+    pub fn source_for(&self, path: &str) -> Result<Arc<dyn ObjectSource>> {
+        Ok(self.sources.for_path(path, &self.query().settings.s3)?)
     }
 
-    /// `footer`, for a file whose footer length the planner already knows (`ScanFile`): a
-    /// cold read then takes exactly the footer.
-    pub async fn footer_of_length(
-        &self,
-        source: &dyn ObjectSource,
-        meta: &ObjectMeta,
-        known_len: Option<u64>,
-        metrics: &QueryMetrics,
-    ) -> datafusion::error::Result<Arc<ParquetMetaData>> {
-        Ok(self
-            .footers
-            .load(
-                source,
-                meta,
-                known_len,
-                metrics,
-                &self.blocks,
-                &self.hedge(),
-            )
-            .await?)
+    /// How the statement running now reads `object` (see `read`).
+    pub fn reader(&self, object: &ObjectMeta) -> Result<ObjectReader> {
+        let query = self.query();
+        Ok(ObjectReader {
+            source: self.sources.for_path(&object.path, &query.settings.s3)?,
+            object: object.clone(),
+            io: QueryIo {
+                blocks: Arc::clone(&self.blocks),
+                metrics: Arc::clone(&query.metrics),
+                hedge: query.settings.hedge,
+            },
+        })
+    }
+
+    /// A Parquet file opened: its reader, and its footer, read once per version (the
+    /// bytes read for it go to the block cache too: for a small file, that is all of it).
+    /// `footer_len`, the footer's encoded length when the planner knows it: a cold read
+    /// then takes exactly the footer.
+    pub async fn open(&self, object: &ObjectMeta, footer_len: Option<u64>) -> Result<ParquetFile> {
+        let reader = self.reader(object)?;
+        let footer = self.footers.load(&reader, footer_len).await?;
+        Ok(ParquetFile { reader, footer })
+    }
+
+    /// `files` opened (see `open`), many footers in flight at once, in their order.
+    pub async fn open_all(&self, files: &[ObjectMeta]) -> Result<Vec<ParquetFile>> {
+        // By index: a closure over `&ObjectMeta` would not be `Send` for every lifetime.
+        stream::iter(0..files.len())
+            .map(|i| async move { self.open(&files[i], None).await })
+            .buffered(FOOTER_CONCURRENCY)
+            .try_collect()
+            .await
     }
 
     /// Waits until `bytes` fit in the memory budget; the room returns when the permit drops.

@@ -1,4 +1,4 @@
-//! The exchange on Lambda (see `quiver_core::exec::exchange`): the workers of both sides
+//! The exchange on Lambda (see `quiver_core::fragment::ExchangeStage`): the workers of both sides
 //! of a join each write one object under the result prefix, with a part per join
 //! partition; then one worker per join partition reads its part of every object and
 //! joins. The coordinator deletes every object once the join wave ends, answered or
@@ -14,14 +14,13 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use futures::future::join_all;
-use quiver_core::exec::exchange::{ExchangeSide, ExchangeStage};
-use quiver_core::options::QuiverOptions;
-use quiver_core::runtime::QuiverRuntime;
+use quiver_core::fragment::{ExchangeSide, ExchangeStage};
 
-use crate::executor::{discard_shipped, request_for, LambdaRunner, Task};
+use crate::deal::{discard_shipped, request_for, Task};
 use crate::options::LambdaOptions;
 use crate::protocol::{Exchanged, JoinPartition, Output, Piece, WorkerRequest};
-use crate::results::discard_object;
+use crate::results::Results;
+use crate::runner::LambdaRunner;
 
 impl LambdaRunner {
     /// The stage's output partitions, one per join worker; every object written on the
@@ -44,7 +43,7 @@ impl LambdaRunner {
             stage
                 .sides
                 .iter()
-                .map(|side| self.hash_side(side, parts, &options, context)),
+                .map(|side| self.hash_side(side, parts, context)),
         )
         .await;
         let mut objects = Vec::new();
@@ -57,17 +56,10 @@ impl LambdaRunner {
         }
         let joined = match first_error {
             Some(error) => Err(error),
-            None => self.join(stage, &objects, parts, &options, context).await,
+            None => self.join(stage, &objects, parts, context).await,
         };
-        let runtime = QuiverRuntime::of(context.session_config())?;
-        let s3 = QuiverOptions::of(context.session_config().options()).s3();
-        join_all(
-            objects
-                .iter()
-                .flatten()
-                .map(|object| discard_object(&runtime, &s3, &object.key)),
-        )
-        .await;
+        let keys = objects.iter().flatten().map(|object| object.key.as_str());
+        Results::of(context)?.discard(keys).await;
         joined
     }
 
@@ -77,7 +69,6 @@ impl LambdaRunner {
         &self,
         side: &ExchangeSide,
         parts: usize,
-        options: &LambdaOptions,
         context: &TaskContext,
     ) -> (Vec<Exchanged>, Option<DataFusionError>) {
         if side.fragment.buckets().is_empty() {
@@ -99,7 +90,6 @@ impl LambdaRunner {
             .gather(
                 &self.worker_function,
                 requests,
-                options,
                 context,
                 |output| match output {
                     Output::Exchanged(object) => Ok(vec![object]),
@@ -119,7 +109,6 @@ impl LambdaRunner {
         stage: &ExchangeStage,
         objects: &[Vec<Exchanged>],
         parts: usize,
-        options: &LambdaOptions,
         context: &Arc<TaskContext>,
     ) -> Result<Vec<Vec<RecordBatch>>> {
         let pieces = |side: usize, part: usize| -> Vec<Piece> {
@@ -154,9 +143,7 @@ impl LambdaRunner {
                 ..base.clone()
             })
             .collect();
-        let outputs = self
-            .run_all(&self.worker_function, requests, options, context)
-            .await;
+        let outputs = self.run_all(&self.worker_function, requests, context).await;
         discard_shipped(base.fragment_key, context).await;
         outputs
     }

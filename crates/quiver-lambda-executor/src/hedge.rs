@@ -12,33 +12,12 @@ use std::time::{Duration, Instant};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use futures::future::{select, Either};
-use quiver_core::copy::discard;
-use quiver_core::options::QuiverOptions;
-use quiver_core::runtime::QuiverRuntime;
-use quiver_core::source::S3Options;
+use quiver_core::source::{first_success, HedgePolicy};
 
 use crate::invoke::Invoker;
 use crate::options::LambdaOptions;
-use crate::protocol::{Exchanged, Output, WorkerRequest, WorkerResponse};
-use crate::results::discard_object;
-
-/// When a request counts as straggling.
-#[derive(Debug, Clone, Copy)]
-pub struct HedgePolicy {
-    /// A multiple of the wave's median answer time; 0 turns hedging off.
-    pub multiple: f64,
-    /// Never before this.
-    pub floor: Duration,
-}
-
-impl HedgePolicy {
-    pub fn of(options: &LambdaOptions) -> Self {
-        Self {
-            multiple: options.hedge_multiple,
-            floor: Duration::from_millis(options.hedge_min_ms),
-        }
-    }
-}
+use crate::protocol::{WorkerRequest, WorkerResponse};
+use crate::results::Results;
 
 /// The answer times of one wave of requests.
 pub struct Wave {
@@ -68,7 +47,7 @@ impl Wave {
     /// How long after the wave's start a request still running is a straggler, once enough
     /// of the wave has answered to know its median.
     pub fn straggler_after(&self, policy: &HedgePolicy) -> Option<Duration> {
-        if policy.multiple <= 0.0 || self.size < 2 {
+        if self.size < 2 {
             return None;
         }
         let mut times = self
@@ -82,11 +61,7 @@ impl Wave {
             return None;
         }
         times.sort();
-        Some(
-            times[median_rank]
-                .mul_f64(policy.multiple)
-                .max(policy.floor),
-        )
+        policy.late(times[median_rank])
     }
 
     /// Resolves when a request of this wave still running has become a straggler.
@@ -119,7 +94,7 @@ pub struct Call {
     deadline: Option<Duration>,
     /// Set by the first attempt to answer; later ones delete what they produced.
     answered: Arc<AtomicBool>,
-    leftovers: Leftovers,
+    leftovers: Results,
 }
 
 impl Call {
@@ -143,7 +118,7 @@ impl Call {
                 .filter(|o| o.attempt_timeout_secs > 0.0)
                 .map(|o| Duration::from_secs_f64(o.attempt_timeout_secs)),
             answered: Arc::default(),
-            leftovers: Leftovers::of(context)?,
+            leftovers: Results::of(context)?,
         })
     }
 
@@ -234,7 +209,7 @@ impl Call {
         if !self.answered.swap(true, Ordering::SeqCst) {
             return Some(response);
         }
-        self.leftovers.delete(&response.output).await;
+        self.leftovers.discard_output(&response.output).await;
         None
     }
 }
@@ -243,23 +218,20 @@ fn lost() -> DataFusionError {
     DataFusionError::Internal("no attempt kept its answer".into())
 }
 
-/// The first of two attempts to answer; if one fails, the other's answer.
+/// The first of two attempts to answer; if one fails, the other's answer (an attempt
+/// whose answer another claimed first counts as failed).
 async fn first_answer(
     primary: impl std::future::Future<Output = Result<Option<WorkerResponse>>> + Unpin,
     duplicate: impl std::future::Future<Output = Result<Option<WorkerResponse>>> + Unpin,
 ) -> Result<WorkerResponse> {
-    match select(primary, duplicate).await {
-        Either::Left((Ok(Some(answer)), _)) | Either::Right((Ok(Some(answer)), _)) => Ok(answer),
-        Either::Left((failed, duplicate)) => match duplicate.await {
-            Ok(Some(answer)) => Ok(answer),
-            _ => Err(failed.err().unwrap_or_else(lost)),
-        },
-        Either::Right((failed, primary)) => match primary.await {
-            Ok(Some(answer)) => Ok(answer),
-            Err(e) => Err(e),
-            Ok(None) => Err(failed.err().unwrap_or_else(lost)),
-        },
-    }
+    let claimed =
+        |attempt: Result<Option<WorkerResponse>>| attempt.and_then(|a| a.ok_or_else(lost));
+    let (answer, _) = first_success(
+        Box::pin(async move { claimed(primary.await) }),
+        Box::pin(async move { claimed(duplicate.await) }),
+    )
+    .await;
+    answer
 }
 
 /// 100 ms, 200 ms, … (at most 6.4 s), each scaled by a random factor in [0.5, 1.5) so
@@ -267,32 +239,6 @@ async fn first_answer(
 fn backoff(attempt: usize) -> Duration {
     let base = Duration::from_millis(100 << attempt.saturating_sub(1).min(6));
     base.mul_f64(0.5 + fastrand::f64())
-}
-
-/// What deletes a losing attempt's output.
-#[derive(Clone)]
-struct Leftovers {
-    runtime: Arc<QuiverRuntime>,
-    s3: S3Options,
-}
-
-impl Leftovers {
-    fn of(context: &TaskContext) -> Result<Self> {
-        Ok(Self {
-            runtime: QuiverRuntime::of(context.session_config())?,
-            s3: QuiverOptions::of(context.session_config().options()).s3(),
-        })
-    }
-
-    async fn delete(&self, output: &Output) {
-        match output {
-            Output::Inline(_) => {}
-            Output::Spilled(key) | Output::Exchanged(Exchanged { key, .. }) => {
-                discard_object(&self.runtime, &self.s3, key).await
-            }
-            Output::Written(files) => discard(&self.runtime, &self.s3, files).await,
-        }
-    }
 }
 
 #[cfg(test)]

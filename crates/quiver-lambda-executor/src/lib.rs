@@ -2,10 +2,13 @@
 //! back. The `quiver` command (`--executor lambda`) and the coordinator function both run
 //! queries through it; the functions themselves live in `lambda/`.
 //!
-//! protocol (what travels) → results (inline or spilled) → invoke (the Invoke API) →
-//! hedge (retries, duplicates for stragglers) → executor (deals buckets, tree invocation)
-//! → exchange (joins of two big sides, in two waves) → options (`lambda.*` settings)
+//! options (`lambda.*` settings) → protocol (what travels) → results (inline or spilled)
+//! → invoke (the Invoke API) → hedge (retries, duplicates for stragglers) → deal (buckets
+//! to workers) → waves (a fragment's requests at once) → tree (sub-coordinators) →
+//! exchange (joins of two big sides, in two waves), each a part of the runner's work (`runner`)
+//! → executor (the runner as a `FragmentRunner`)
 
+mod deal;
 pub mod exchange;
 pub mod executor;
 pub mod hedge;
@@ -13,6 +16,9 @@ pub mod invoke;
 pub mod options;
 pub mod protocol;
 pub mod results;
+mod runner;
+pub mod tree;
+mod waves;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,14 +48,7 @@ pub async fn runner_from_env(
 
 /// Adds the `lambda.*` settings to a session, with their defaults from the environment.
 pub fn register_options(session: &quiver_core::QuiverSession) {
-    session
-        .context()
-        .state_ref()
-        .write()
-        .config_mut()
-        .options_mut()
-        .extensions
-        .insert(options::LambdaOptions::from_env());
+    session.add_settings(options::LambdaOptions::from_env());
 }
 
 /// An environment variable, unset when empty.

@@ -4,6 +4,7 @@
 
 use datafusion::common::config::{ConfigExtension, ConfigOptions};
 use datafusion::common::extensions_options;
+use quiver_core::source::HedgePolicy;
 
 /// 4 MiB: base64 makes a response a third bigger, and Lambda's limit is 6 MB.
 pub const INLINE_BYTES: usize = 4 * 1024 * 1024;
@@ -52,6 +53,14 @@ impl ConfigExtension for LambdaOptions {
 impl LambdaOptions {
     pub fn of(config: &ConfigOptions) -> Self {
         config.extensions.get::<Self>().cloned().unwrap_or_default()
+    }
+
+    /// When a worker straggles behind its wave (see `hedge`).
+    pub fn hedge(&self) -> HedgePolicy {
+        HedgePolicy {
+            multiple: self.hedge_multiple,
+            floor: std::time::Duration::from_millis(self.hedge_min_ms),
+        }
     }
 
     /// Defaults from the environment (`QUIVER_WORKERS`, `QUIVER_MAX_WORKERS`, ...).

@@ -218,3 +218,25 @@ pub fn from_base64(text: &str) -> Result<Vec<u8>> {
         .decode(text)
         .map_err(|e| DataFusionError::Execution(format!("malformed base64: {e}")))
 }
+/// `s3://b/a.parquet row groups 0-3, s3://b/c.parquet row group 7`, shortened.
+pub fn describe_buckets(files: &[ScanFile], buckets: &[Bucket]) -> String {
+    let mut parts: Vec<String> = buckets
+        .iter()
+        .take(3)
+        .map(|bucket| {
+            let path = files
+                .get(bucket.file)
+                .map(|f| f.meta.path.as_str())
+                .unwrap_or("?");
+            match bucket.row_groups.as_slice() {
+                [one] => format!("bucket {path} row group {one}"),
+                [first, .., last] => format!("bucket {path} row groups {first}-{last}"),
+                [] => format!("bucket {path}"),
+            }
+        })
+        .collect();
+    if buckets.len() > 3 {
+        parts.push(format!("and {} more buckets", buckets.len() - 3));
+    }
+    parts.join(", ")
+}

@@ -6,33 +6,146 @@
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::error::{DataFusionError, Result};
-use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use futures::StreamExt;
 use quiver_core::runtime::QuiverRuntime;
-use quiver_core::source::{unique_id, S3Options};
+use quiver_core::source::{unique_id, ObjectMeta, S3Options};
 use tempfile::TempPath;
 
-use crate::protocol::{from_base64, to_base64, Output, WorkerRequest};
+use crate::protocol::{from_base64, to_base64, Exchanged, Output, WorkerRequest};
 
-/// The output `bytes` of `request`, as it travels back: inline up to the request's limit,
-/// else under its result prefix. The one place that decides, for workers and
-/// sub-coordinators alike.
-pub async fn deliver(
-    runtime: &QuiverRuntime,
-    s3: &S3Options,
-    request: &WorkerRequest,
-    bytes: Vec<u8>,
-) -> Result<Output> {
-    if bytes.len() <= request.inline_limit {
-        return Ok(Output::Inline(to_base64(&bytes)));
+/// Where outputs, shipped fragments and exchange parts travel: the result prefix's store,
+/// reached with the running statement's S3 settings (taken once, so a task that outlives
+/// the statement, such as a losing duplicate's cleanup, still reaches it).
+#[derive(Clone)]
+pub struct Results {
+    runtime: Arc<QuiverRuntime>,
+    s3: S3Options,
+}
+
+impl Results {
+    pub fn new(runtime: &Arc<QuiverRuntime>) -> Self {
+        Self {
+            s3: runtime.query().settings.s3.clone(),
+            runtime: Arc::clone(runtime),
+        }
     }
-    let key = spill_key(request, bytes.len() as u64)?;
-    runtime.sources.put(&key, s3, bytes.into()).await?;
-    Ok(Output::Spilled(key))
+
+    /// The results of the statement a plan's `context` runs for.
+    pub fn of(context: &TaskContext) -> Result<Self> {
+        Ok(Self::new(&QuiverRuntime::of(context.session_config())?))
+    }
+
+    /// The output `bytes` of `request`, as it travels back: inline up to the request's
+    /// limit, else under its result prefix. The one place that decides, for workers and
+    /// sub-coordinators alike.
+    pub async fn deliver(&self, request: &WorkerRequest, bytes: Vec<u8>) -> Result<Output> {
+        if bytes.len() <= request.inline_limit {
+            return Ok(Output::Inline(to_base64(&bytes)));
+        }
+        let key = spill_key(request, bytes.len() as u64)?;
+        self.runtime
+            .sources
+            .put(&key, &self.s3, bytes.into())
+            .await?;
+        Ok(Output::Spilled(key))
+    }
+
+    /// Reads a spilled output and deletes it.
+    pub async fn take(&self, path: &str) -> Result<Bytes> {
+        let source = self.runtime.sources.for_path(path, &self.s3)?;
+        let bytes = source.get(path).await?;
+        source.delete(path).await?;
+        Ok(bytes)
+    }
+
+    /// One object under the result prefix, whole.
+    pub async fn get(&self, path: &str) -> Result<Bytes> {
+        Ok(self
+            .runtime
+            .sources
+            .for_path(path, &self.s3)?
+            .get(path)
+            .await?)
+    }
+
+    /// A range of one object under the result prefix (an exchange's part).
+    pub async fn get_range(
+        &self,
+        object: &ObjectMeta,
+        range: std::ops::Range<u64>,
+    ) -> Result<Bytes> {
+        let source = self.runtime.sources.for_path(&object.path, &self.s3)?;
+        Ok(source.get_range(object, range).await?)
+    }
+
+    /// A URL that reads `path` until `expires` from now, for an answer handed over.
+    pub async fn presigned_get(&self, path: &str, expires: std::time::Duration) -> Result<String> {
+        let source = self.runtime.sources.for_path(path, &self.s3)?;
+        Ok(source.presigned_get(path, expires).await?)
+    }
+
+    /// Writes one object under the result prefix.
+    pub async fn put(&self, path: &str, bytes: Bytes) -> Result<()> {
+        Ok(self.runtime.sources.put(path, &self.s3, bytes).await?)
+    }
+
+    /// The fragment bytes of `request`: inline, or read from the result prefix.
+    pub async fn fragment_bytes(&self, request: &WorkerRequest) -> Result<Vec<u8>> {
+        match &request.fragment_key {
+            Some(key) => Ok(self.get(key).await?.to_vec()),
+            None => from_base64(&request.fragment),
+        }
+    }
+
+    /// `fragment` as a request carries it: inline (base64) when it fits in `room` bytes,
+    /// else written under the result prefix, whose key is returned too (delete it when
+    /// the workers are done).
+    pub async fn ship_fragment(
+        &self,
+        fragment: &[u8],
+        room: usize,
+        prefix: Option<&str>,
+        query_id: &str,
+    ) -> Result<(String, Option<String>)> {
+        if fragment.len() <= room {
+            return Ok((to_base64(fragment), None));
+        }
+        let prefix = prefix.ok_or_else(|| {
+            DataFusionError::Execution(format!(
+                "the fragment is {} bytes (the build sides of its joins), over the {room} a \
+                 request carries, and no result prefix is set (QUIVER_RESULT_PREFIX) to pass \
+                 it through S3: lower quiver.broadcast_bytes",
+                fragment.len()
+            ))
+        })?;
+        let key = format!("{}/{query_id}/fragment.proto", prefix.trim_end_matches('/'));
+        self.put(&key, Bytes::copy_from_slice(fragment)).await?;
+        Ok((String::new(), Some(key)))
+    }
+
+    /// Deletes objects (shipped fragments, spilled outputs, exchange parts, files a
+    /// failed or losing attempt wrote); a failure only leaves them behind.
+    pub async fn discard<'a>(&self, paths: impl IntoIterator<Item = &'a str>) {
+        self.runtime.sources.discard(paths, &self.s3).await
+    }
+
+    /// Deletes what an attempt's `output` left in the store (nothing for an inline one).
+    pub async fn discard_output(&self, output: &Output) {
+        match output {
+            Output::Inline(_) => {}
+            Output::Spilled(key) | Output::Exchanged(Exchanged { key, .. }) => {
+                self.discard([key.as_str()]).await
+            }
+            Output::Written(files) => self.discard(files.iter().map(|f| f.path.as_str())).await,
+        }
+    }
 }
 
 /// Where an output of `len` bytes, too big for a response, goes under the result prefix.
@@ -100,18 +213,15 @@ impl Spool {
 
     /// The output as it travels back: inline when it fits in a response, else put under
     /// the result prefix (from disk, in parts, when it was spooled there).
-    pub async fn deliver(
-        self,
-        runtime: &QuiverRuntime,
-        s3: &S3Options,
-        request: &WorkerRequest,
-    ) -> Result<Output> {
+    pub async fn deliver(self, results: &Results, request: &WorkerRequest) -> Result<Output> {
         let Some((mut file, path)) = self.file else {
-            return deliver(runtime, s3, request, self.memory).await;
+            return results.deliver(request, self.memory).await;
         };
         file.flush().map_err(|e| spool_error(&e))?;
         let key = spill_key(request, self.len)?;
-        runtime.sources.put_file(&key, s3, &path).await?;
+        (results.runtime.sources)
+            .put_file(&key, &results.s3, &path)
+            .await?;
         Ok(Output::Spilled(key))
     }
 
@@ -176,64 +286,6 @@ pub fn result_key(prefix: &str, query_id: &str, worker: usize) -> String {
         prefix.trim_end_matches('/'),
         unique_id()
     )
-}
-
-/// Reads a spilled output and deletes it.
-pub async fn take(runtime: &QuiverRuntime, s3: &S3Options, path: &str) -> Result<Bytes> {
-    let source = runtime.sources.for_path(path, s3)?;
-    let bytes = source.get(path).await?;
-    source.delete(path).await?;
-    Ok(bytes)
-}
-
-/// The fragment bytes of `request`: inline, or read from the result prefix.
-pub async fn fragment_bytes(
-    runtime: &QuiverRuntime,
-    s3: &S3Options,
-    request: &WorkerRequest,
-) -> Result<Vec<u8>> {
-    match &request.fragment_key {
-        Some(key) => Ok(runtime.sources.for_path(key, s3)?.get(key).await?.to_vec()),
-        None => from_base64(&request.fragment),
-    }
-}
-
-/// `fragment` as a request carries it: inline (base64) when it fits in `room` bytes, else
-/// written under the result prefix, whose key is returned too (delete it when the workers
-/// are done).
-pub async fn ship_fragment(
-    runtime: &QuiverRuntime,
-    s3: &S3Options,
-    fragment: &[u8],
-    room: usize,
-    prefix: Option<&str>,
-    query_id: &str,
-) -> Result<(String, Option<String>)> {
-    if fragment.len() <= room {
-        return Ok((to_base64(fragment), None));
-    }
-    let prefix = prefix.ok_or_else(|| {
-        DataFusionError::Execution(format!(
-            "the fragment is {} bytes (the build sides of its joins), over the {room} a \
-             request carries, and no result prefix is set (QUIVER_RESULT_PREFIX) to pass it \
-             through S3: lower quiver.broadcast_bytes",
-            fragment.len()
-        ))
-    })?;
-    let key = format!("{}/{query_id}/fragment.proto", prefix.trim_end_matches('/'));
-    runtime
-        .sources
-        .put(&key, s3, Bytes::copy_from_slice(fragment))
-        .await?;
-    Ok((String::new(), Some(key)))
-}
-
-/// Deletes an object under the result prefix (a shipped fragment, a spilled output, an
-/// exchange's part); a failure only leaves it behind.
-pub async fn discard_object(runtime: &QuiverRuntime, s3: &S3Options, key: &str) {
-    if let Ok(source) = runtime.sources.for_path(key, s3) {
-        let _ = source.delete(key).await;
-    }
 }
 
 #[cfg(test)]

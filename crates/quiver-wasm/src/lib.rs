@@ -17,9 +17,7 @@ use datafusion::arrow::ipc::writer::StreamWriter;
 use futures::future::{AbortHandle, Abortable};
 use quiver_core::exec::ComputePool;
 use quiver_core::format::{write_batches, OutputFormat};
-use quiver_core::inspect::describe_files;
 use quiver_core::metrics::QueryMetrics;
-use quiver_core::options::QuiverOptions;
 use quiver_core::source::S3Credentials;
 use quiver_core::{describe, ExecutorKind, QuiverSession, SessionOptions};
 use serde_json::{json, Value};
@@ -163,10 +161,7 @@ impl Engine {
     pub fn metadata(&self, path: String) -> js_sys::Promise {
         let session = Rc::clone(&self.session);
         future_to_promise(async move {
-            let s3 = QuiverOptions::of(session.context().state().config_options()).s3();
-            let files = describe_files(session.runtime(), &path, &s3)
-                .await
-                .map_err(js_error)?;
+            let files = session.describe_files(&path).await.map_err(js_error)?;
             let text = serde_json::to_string(&files).map_err(js_error)?;
             Ok(JsValue::from_str(&text))
         })

@@ -1,40 +1,52 @@
-//! The coordinator's side of fragment execution: the fragments that travel go to a
-//! runner, and the rest of the plan runs here over their outputs, held in memory.
+//! The coordinator's side of fragment execution, and the only part of `exec` that
+//! recurses: joins' build sides that fit are computed first (as whole plans of their own)
+//! and travel with their probe sides (`broadcast`), joins of two scans left over run
+//! through the runner's exchange if it has one (`exchange`), every fragment travels as
+//! bytes to the runner, and the rest of the plan runs here over their outputs, held in
+//! memory.
 
 use std::sync::Arc;
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::Result;
 use datafusion::execution::TaskContext;
-use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
-use datafusion::physical_plan::{
-    collect, replace_children_if_necessary, ExecutionPlan, ExecutionPlanProperties,
-};
-use futures::future::try_join_all;
+use datafusion::physical_plan::{collect, replace_children_if_necessary, ExecutionPlan};
+use futures::future::{try_join_all, BoxFuture};
 
+use super::broadcast::broadcast_joins;
+use super::exchange::exchange_joins;
 use super::FragmentRunner;
-use crate::fragment::{decode, encode, is_fragment, Fragment};
+use crate::fragment::{held_output, is_fragment, travelling_bytes, Fragment};
 use crate::scan::BucketScanExec;
 
-/// Runs `plan` the way the browser and Lambda do: joins' build sides that fit are computed
-/// first and travel with their probe sides (`broadcast`), joins of two scans left over run
-/// through the runner's exchange if it has one (`exchange`), every fragment travels as
-/// bytes to `runner`, and the rest of the plan merges their outputs here. Fragments run
-/// concurrently (the two sides of a join left here fan out at once).
+/// Runs `plan` the way the browser and Lambda do (see the module's comment). Fragments
+/// run concurrently (the two sides of a join left here fan out at once).
 pub async fn execute_with_fragments(
     plan: Arc<dyn ExecutionPlan>,
     context: Arc<TaskContext>,
     runner: &dyn FragmentRunner,
 ) -> Result<Vec<RecordBatch>> {
-    let plan = super::broadcast::broadcast_joins(plan, &context, runner).await?;
-    let plan = super::exchange::exchange_joins(plan, &context, runner).await?;
+    let plan = with_build_sides(plan, &context, runner).await?;
+    let plan = exchange_joins(plan, &context, runner).await?;
     let mut found = Vec::new();
     travelling_fragments(&plan, &context, &mut found)?;
     let outputs = try_join_all(found.iter().map(|f| runner.run(f, &context))).await?;
     let coordinator = substitute(plan, &found, &outputs)?;
     merge(coordinator, context).await
+}
+
+/// `plan` with the build side of every join that can run where its probe side is read
+/// computed (each as a plan of its own, by this coordinator) and moved into its probe
+/// side's fragment (see `broadcast`).
+pub fn with_build_sides<'a>(
+    plan: Arc<dyn ExecutionPlan>,
+    context: &'a Arc<TaskContext>,
+    runner: &'a dyn FragmentRunner,
+) -> BoxFuture<'a, Result<Arc<dyn ExecutionPlan>>> {
+    let compute = move |build: Arc<dyn ExecutionPlan>| -> BoxFuture<'a, Result<Vec<RecordBatch>>> {
+        Box::pin(execute_with_fragments(build, Arc::clone(context), runner))
+    };
+    broadcast_joins(plan, context, runner, Arc::new(compute))
 }
 
 /// The coordinator's part of a plan, over the fragments' outputs in memory.
@@ -72,8 +84,7 @@ pub fn travelling_fragments(
     if is_fragment(plan) {
         // A fragment whose expressions depend on something above it (a scalar subquery's
         // value) does not travel; a bare scan always does, so cut lower instead.
-        let bytes = encode(plan).and_then(|bytes| decode(&bytes, context).map(|_| bytes));
-        match bytes {
+        match travelling_bytes(plan, context) {
             Ok(bytes) => {
                 found.push(Fragment {
                     plan: Arc::clone(plan),
@@ -106,31 +117,4 @@ fn substitute(
         .map(|child| substitute(Arc::clone(child), fragments, outputs))
         .collect::<Result<Vec<_>>>()?;
     replace_children_if_necessary(plan, children)
-}
-
-/// What takes the place of `plan` (a fragment, an exchange stage) once its output
-/// partitions are in: that output, held in memory.
-pub(super) fn held_output(
-    plan: &Arc<dyn ExecutionPlan>,
-    partitions: Vec<Vec<RecordBatch>>,
-) -> Result<Arc<dyn ExecutionPlan>> {
-    let partitions = if partitions.is_empty() {
-        vec![vec![]]
-    } else {
-        partitions
-    };
-    let count = partitions.len();
-    let exec: Arc<dyn ExecutionPlan> =
-        MemorySourceConfig::try_new_exec(&partitions, plan.schema(), None)?;
-    // Operators above were planned for the plan's partition count. Any count serves
-    // those that repartition or merge; one that wanted a single partition (a final
-    // aggregate over a one-bucket scan) gets the partitions merged, in order if the
-    // output was sorted.
-    if plan.output_partitioning().partition_count() == 1 && count > 1 {
-        return Ok(match plan.output_ordering() {
-            Some(ordering) => Arc::new(SortPreservingMergeExec::new(ordering.clone(), exec)),
-            None => Arc::new(CoalescePartitionsExec::new(exec)),
-        });
-    }
-    Ok(exec)
 }

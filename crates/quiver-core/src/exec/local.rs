@@ -13,7 +13,6 @@ use super::{ComputePool, FragmentRunner};
 use crate::bucket::{runs_within, Bucket};
 use crate::fragment::{decode, scan_of, with_scan, Fragment};
 use crate::metrics::SpanKind;
-use crate::options::QuiverOptions;
 use crate::runtime::QuiverRuntime;
 
 /// Fragments on a local rayon pool, as the browser runs them.
@@ -55,9 +54,8 @@ pub async fn run_partitions(
         .ok_or_else(|| DataFusionError::Internal("fragment without a scan".into()))?
         .clone();
     let runtime = QuiverRuntime::of(context.session_config())?;
-    let options = QuiverOptions::of(context.session_config().options());
     let metrics = runtime.metrics();
-    let cap = options
+    let cap = (runtime.query().settings.options)
         .buckets(pool.threads(), context.memory_pool().as_ref())
         .bucket_cap();
     let mut runs: Vec<Vec<Bucket>> = (scan.partitions().iter())
@@ -69,10 +67,10 @@ pub async fn run_partitions(
     }
     let count = runs.len();
     let prefetch = (pool.threads() * 2).max(4);
-    let (scan, runtime, options) = (&scan, &runtime, &options);
+    let (scan, runtime) = (&scan, &runtime);
     let mut fetches = futures::stream::iter(runs.into_iter().enumerate())
         .map(|(index, buckets)| async move {
-            let inputs = scan.fetch(&buckets, runtime, options).await;
+            let inputs = scan.fetch(&buckets, runtime).await;
             (index, buckets, inputs)
         })
         .buffer_unordered(prefetch);

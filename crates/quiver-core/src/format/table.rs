@@ -137,10 +137,31 @@ pub fn write_shown_rows<W: Write>(
     layout: &TableLayout,
     out: &mut W,
 ) -> Result<()> {
-    let total_rows = rows.total();
     let shown = rows.rows();
-    let fields = schema.fields();
-    let mut columns: Vec<Column> = fields
+    let columns = formatted_columns(schema, &shown)?;
+    let total_columns = columns.len();
+    let columns = fit_width(columns, layout.max_width);
+    let footer = counts(rows.total(), &shown, total_columns, &columns);
+    let mut widths: Vec<usize> = columns.iter().map(Column::width).collect();
+    // The counts widen the last column rather than stick out of the box.
+    if let Some(footer) = &footer {
+        let table = widths.iter().map(|w| w + 3).sum::<usize>() + 1;
+        let needed = chars(footer) + 4;
+        if let Some(last) = widths.last_mut() {
+            *last += needed.saturating_sub(table);
+        }
+    }
+    draw(&columns, &widths, footer.as_deref(), out)
+}
+
+/// Each column of `schema` with its name, type and the shown rows' cells as text (a gap
+/// of three `ROW_GAP` cells where rows are left out).
+fn formatted_columns(
+    schema: &SchemaRef,
+    shown: &[Option<(&RecordBatch, usize)>],
+) -> Result<Vec<Column>> {
+    let mut columns: Vec<Column> = schema
+        .fields()
         .iter()
         .map(|field| Column {
             name: field.name().clone(),
@@ -152,7 +173,7 @@ pub fn write_shown_rows<W: Write>(
     let options = FormatOptions::default().with_null("NULL");
     for (index, column) in columns.iter_mut().enumerate() {
         let mut formatted: Option<(&RecordBatch, ArrayFormatter)> = None;
-        for row in &shown {
+        for row in shown {
             let Some((batch, i)) = *row else {
                 // The gap between the first and last rows.
                 column.cells.extend([ROW_GAP; 3].map(String::from));
@@ -170,20 +191,17 @@ pub fn write_shown_rows<W: Write>(
             }
         }
     }
+    Ok(columns)
+}
 
-    let total_columns = columns.len();
-    let columns = fit_width(columns, layout.max_width);
+/// The box: names and types, the cells, and the counts of what is not shown.
+fn draw<W: Write>(
+    columns: &[Column],
+    widths: &[usize],
+    footer: Option<&str>,
+    out: &mut W,
+) -> Result<()> {
     let height = columns.first().map(|c| c.cells.len()).unwrap_or(0);
-    let footer = counts(total_rows, &shown, total_columns, &columns);
-    let mut widths: Vec<usize> = columns.iter().map(Column::width).collect();
-    // The counts widen the last column rather than stick out of the box.
-    if let Some(footer) = &footer {
-        let table = widths.iter().map(|w| w + 3).sum::<usize>() + 1;
-        let needed = chars(footer) + 4;
-        if let Some(last) = widths.last_mut() {
-            *last += needed.saturating_sub(table);
-        }
-    }
     let line = |left: &str, middle: &str, right: &str| {
         let parts: Vec<String> = widths.iter().map(|w| "─".repeat(w + 2)).collect();
         format!("{left}{}{right}", parts.join(middle))
@@ -191,26 +209,19 @@ pub fn write_shown_rows<W: Write>(
     let row = |cells: Vec<(&str, bool)>| {
         let parts: Vec<String> = cells
             .iter()
-            .zip(&widths)
+            .zip(widths)
             .map(|((text, right), width)| pad(text, *width, *right))
             .collect();
         format!("│ {} │", parts.join(" │ "))
     };
-
     writeln!(out, "{}", line("┌", "┬", "┐"))?;
-    writeln!(
-        out,
-        "{}",
-        row(columns.iter().map(|c| (c.name.as_str(), false)).collect())
-    )?;
-    writeln!(
-        out,
-        "{}",
-        row(columns
-            .iter()
-            .map(|c| (c.type_name.as_str(), false))
-            .collect())
-    )?;
+    let names = columns.iter().map(|c| (c.name.as_str(), false)).collect();
+    writeln!(out, "{}", row(names))?;
+    let types = columns
+        .iter()
+        .map(|c| (c.type_name.as_str(), false))
+        .collect();
+    writeln!(out, "{}", row(types))?;
     writeln!(
         out,
         "{}",
@@ -231,7 +242,7 @@ pub fn write_shown_rows<W: Write>(
             if height > 0 {
                 writeln!(out, "{}", line("├", "┴", "┤"))?;
             }
-            writeln!(out, "{}", boxed(&footer, &widths))?;
+            writeln!(out, "{}", boxed(footer, widths))?;
             writeln!(out, "{}", line("└", "─", "┘"))?;
         }
         None => writeln!(out, "{}", line("└", "┴", "┘"))?,

@@ -3,7 +3,7 @@
 use datafusion::error::{DataFusionError, Result};
 
 use crate::runtime::QuiverRuntime;
-use crate::source::{ObjectMeta, S3Options};
+use crate::source::ObjectMeta;
 
 use super::entries::{indexed_fields, now_ms};
 use super::{default_location, FileIndex, RefreshSummary};
@@ -75,32 +75,39 @@ impl IndexStatus {
 }
 
 /// The files `glob` names now (no hive columns: an index is of files).
-async fn listed(runtime: &QuiverRuntime, glob: &str, s3: &S3Options) -> Result<Vec<ObjectMeta>> {
+async fn listed(runtime: &QuiverRuntime, glob: &str) -> Result<Vec<ObjectMeta>> {
     let options = crate::source::ListingOptions {
         hive_partitioning: Some(false),
-        s3: s3.clone(),
+        s3: runtime.query().settings.s3.clone(),
     };
     let listing =
         crate::source::list_files(&runtime.sources, &[glob.to_string()], &options).await?;
     Ok(listing.files.into_iter().map(|f| f.meta).collect())
 }
 
+/// Writes `index` to `location`, whole, and says what it holds of `files`.
+async fn write(
+    runtime: &QuiverRuntime,
+    location: &str,
+    index: &FileIndex,
+    files: &[ObjectMeta],
+) -> Result<IndexStatus> {
+    let bytes = index.to_parquet()?;
+    runtime.source_for(location)?.put(location, bytes).await?;
+    Ok(IndexStatus::of(index, location, files))
+}
+
 /// Builds the index of every file `glob` matches and writes it to `to` (default: beside
-/// the data).
+/// the data). The statement's settings say how to reach them.
 pub async fn build_index(
     runtime: &QuiverRuntime,
     glob: &str,
     to: Option<&str>,
-    s3: &S3Options,
 ) -> Result<IndexStatus> {
     let location = location(glob, to)?;
-    let files = listed(runtime, glob, s3).await?;
-    let index = FileIndex::build(runtime, glob, &files, s3).await?;
-    runtime
-        .sources
-        .put(&location, s3, index.to_parquet()?)
-        .await?;
-    Ok(IndexStatus::of(&index, &location, &files))
+    let files = listed(runtime, glob).await?;
+    let index = FileIndex::build(runtime, glob, &files).await?;
+    write(runtime, &location, &index, &files).await
 }
 
 /// Lists `glob` again and reads footers only of files that are new or changed, dropping
@@ -109,28 +116,23 @@ pub async fn refresh_index(
     runtime: &QuiverRuntime,
     glob: &str,
     to: Option<&str>,
-    s3: &S3Options,
 ) -> Result<IndexStatus> {
     let location = location(glob, to)?;
-    let Some(old) = read_at(runtime, &location, s3).await? else {
-        let mut status = build_index(runtime, glob, to, s3).await?;
+    let Some(old) = read_at(runtime, &location).await? else {
+        let mut status = build_index(runtime, glob, to).await?;
         status.refresh = Some(RefreshSummary {
             footers_read: status.files,
             ..Default::default()
         });
         return Ok(status);
     };
-    let files = listed(runtime, glob, s3).await?;
-    let (index, summary) = old.refresh(runtime, &files, s3).await?;
+    let files = listed(runtime, glob).await?;
+    let (index, summary) = old.refresh(runtime, &files).await?;
     let index = FileIndex {
         glob: glob.to_string(),
         ..index
     };
-    runtime
-        .sources
-        .put(&location, s3, index.to_parquet()?)
-        .await?;
-    let mut status = IndexStatus::of(&index, &location, &files);
+    let mut status = write(runtime, &location, &index, &files).await?;
     status.refresh = Some(summary);
     Ok(status)
 }
@@ -140,15 +142,14 @@ pub async fn show_index(
     runtime: &QuiverRuntime,
     glob: &str,
     to: Option<&str>,
-    s3: &S3Options,
 ) -> Result<IndexStatus> {
     let location = location(glob, to)?;
-    let index = read_at(runtime, &location, s3).await?.ok_or_else(|| {
+    let index = read_at(runtime, &location).await?.ok_or_else(|| {
         DataFusionError::Plan(format!(
             "no index at {location}; build one with: quiver index build '{glob}'"
         ))
     })?;
-    let files = listed(runtime, glob, s3).await?;
+    let files = listed(runtime, glob).await?;
     Ok(IndexStatus::of(&index, &location, &files))
 }
 
@@ -160,14 +161,9 @@ fn location(glob: &str, to: Option<&str>) -> Result<String> {
 }
 
 /// The index at `location`, or `None` if there is none.
-async fn read_at(
-    runtime: &QuiverRuntime,
-    location: &str,
-    s3: &S3Options,
-) -> Result<Option<FileIndex>> {
-    let source = runtime.sources.for_path(location, s3)?;
-    match source.head(location).await {
-        Ok(meta) => Ok(Some(FileIndex::read(runtime, &meta, s3).await?)),
+async fn read_at(runtime: &QuiverRuntime, location: &str) -> Result<Option<FileIndex>> {
+    match runtime.source_for(location)?.head(location).await {
+        Ok(meta) => Ok(Some(FileIndex::read(runtime, &meta).await?)),
         Err(crate::error::QuiverError::NotFound { .. }) => Ok(None),
         Err(other) => Err(other.into()),
     }

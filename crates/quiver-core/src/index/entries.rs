@@ -13,24 +13,17 @@ use datafusion::common::ScalarValue;
 use datafusion::error::Result;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 
-use crate::footer::arrow_schema;
-use crate::metadata::{read_footers, Footer};
-use crate::runtime::QuiverRuntime;
-use crate::source::{ObjectMeta, S3Options};
+use crate::runtime::{ParquetFile, QuiverRuntime};
+use crate::source::ObjectMeta;
 
 use super::{FileIndex, RefreshSummary};
 
 impl FileIndex {
     /// Reads every footer of `files` and indexes them.
-    pub async fn build(
-        runtime: &QuiverRuntime,
-        glob: &str,
-        files: &[ObjectMeta],
-        s3: &S3Options,
-    ) -> Result<Self> {
-        let footers = read_footers(runtime, files, s3).await?;
+    pub async fn build(runtime: &QuiverRuntime, glob: &str, files: &[ObjectMeta]) -> Result<Self> {
+        let footers = runtime.open_all(files).await?;
         let data_schema = match footers.first() {
-            Some(first) => Arc::new(arrow_schema(&first.meta.path, &first.metadata)?),
+            Some(first) => first.arrow_schema()?,
             None => Arc::new(Schema::empty()),
         };
         let entries = entries_of(&footers, &data_schema)?;
@@ -43,15 +36,14 @@ impl FileIndex {
         &self,
         runtime: &QuiverRuntime,
         files: &[ObjectMeta],
-        s3: &S3Options,
     ) -> Result<(Self, RefreshSummary)> {
         let (fresh, stale): (Vec<&ObjectMeta>, Vec<&ObjectMeta>) =
             files.iter().partition(|f| self.is_fresh(f));
         let stale: Vec<ObjectMeta> = stale.into_iter().cloned().collect();
-        let footers = read_footers(runtime, &stale, s3).await?;
+        let footers = runtime.open_all(&stale).await?;
         let data_schema = if self.data_schema.fields().is_empty() {
             match footers.first() {
-                Some(first) => Arc::new(arrow_schema(&first.meta.path, &first.metadata)?),
+                Some(first) => first.arrow_schema()?,
                 None => Arc::clone(&self.data_schema),
             }
         } else {
@@ -114,12 +106,12 @@ fn stat_fields(data_type: &DataType) -> Fields {
 }
 
 /// The entries of these files' footers, with statistics for `data_schema`'s columns.
-fn entries_of(footers: &[Footer], data_schema: &Schema) -> Result<RecordBatch> {
+fn entries_of(footers: &[ParquetFile], data_schema: &Schema) -> Result<RecordBatch> {
     let fields = indexed_fields(data_schema);
     let mut per_column: Vec<[Vec<ScalarValue>; 2]> = vec![[vec![], vec![]]; fields.len()];
     let mut null_counts: Vec<Vec<Option<u64>>> = vec![vec![]; fields.len()];
     for footer in footers {
-        let stored = arrow_schema(&footer.meta.path, &footer.metadata)?;
+        let stored = footer.arrow_schema()?;
         for (i, field) in fields.iter().enumerate() {
             let (min, max, nulls) = file_statistics(footer, &stored, field);
             per_column[i][0].push(min);
@@ -162,7 +154,7 @@ fn entries_of(footers: &[Footer], data_schema: &Schema) -> Result<RecordBatch> {
             None,
         )?)
     };
-    let column = |f: &dyn Fn(&Footer) -> i64| -> ArrayRef {
+    let column = |f: &dyn Fn(&ParquetFile) -> i64| -> ArrayRef {
         Arc::new(Int64Array::from_iter_values(footers.iter().map(f)))
     };
     let schema = Arc::new(Schema::new(vec![
@@ -177,14 +169,14 @@ fn entries_of(footers: &[Footer], data_schema: &Schema) -> Result<RecordBatch> {
         schema,
         vec![
             Arc::new(StringArray::from_iter_values(
-                footers.iter().map(|f| f.meta.path.as_str()),
+                footers.iter().map(|f| f.meta().path.as_str()),
             )),
             Arc::new(StringArray::from_iter_values(
-                footers.iter().map(|f| f.meta.version.as_str()),
+                footers.iter().map(|f| f.meta().version.as_str()),
             )),
-            column(&|f| f.meta.size as i64),
-            column(&|f| f.metadata.file_metadata().num_rows()),
-            column(&|f| f.metadata.num_row_groups() as i64),
+            column(&|f| f.meta().size as i64),
+            column(&|f| f.metadata().file_metadata().num_rows()),
+            column(&|f| f.metadata().num_row_groups() as i64),
             stats,
         ],
     )?)
@@ -193,7 +185,7 @@ fn entries_of(footers: &[Footer], data_schema: &Schema) -> Result<RecordBatch> {
 /// A file's min, max and null count of `field`, from its row groups' statistics; unknown
 /// (null) where any row group with values lacks them, or the file lacks the column.
 fn file_statistics(
-    footer: &Footer,
+    footer: &ParquetFile,
     stored: &Schema,
     field: &Field,
 ) -> (ScalarValue, ScalarValue, Option<u64>) {
@@ -201,7 +193,7 @@ fn file_statistics(
         let null = ScalarValue::try_from(field.data_type()).unwrap_or(ScalarValue::Null);
         (null.clone(), null, None)
     };
-    let metadata = &footer.metadata;
+    let metadata = footer.metadata();
     let descriptor = metadata.file_metadata().schema_descr();
     let row_groups = metadata.row_groups();
     let Ok(converter) = StatisticsConverter::try_new(field.name(), stored, descriptor) else {

@@ -14,7 +14,7 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
 use crate::runtime::QuiverRuntime;
-use crate::source::{ObjectMeta, S3Options};
+use crate::source::ObjectMeta;
 
 use super::FileIndex;
 
@@ -97,23 +97,8 @@ impl FileIndex {
 
     /// Reads the index at `meta`: one request, none while the block cache holds this
     /// version (a session's later statements).
-    pub async fn read(runtime: &QuiverRuntime, meta: &ObjectMeta, s3: &S3Options) -> Result<Self> {
-        let metrics = runtime.metrics();
-        let whole = 0..meta.size;
-        let cached = runtime.blocks.lookup(meta, std::slice::from_ref(&whole));
-        let bytes = match cached.held.as_slice() {
-            [(0, bytes)] if cached.missing.is_empty() => {
-                crate::metrics::QueryMetrics::add(&metrics.cache_hit_bytes, meta.size);
-                bytes.clone()
-            }
-            _ => {
-                let source = runtime.sources.for_path(&meta.path, s3)?;
-                let bytes = source.get_range(meta, 0..meta.size).await?;
-                metrics.record_read(bytes.len() as u64);
-                runtime.blocks.insert(meta, &[(0, bytes.clone())]);
-                bytes
-            }
-        };
+    pub async fn read(runtime: &QuiverRuntime, meta: &ObjectMeta) -> Result<Self> {
+        let bytes = runtime.reader(meta)?.whole("index").await?;
         Self::from_parquet(&meta.path, bytes)
     }
 }

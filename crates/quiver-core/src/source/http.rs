@@ -41,7 +41,9 @@ impl HttpSource {
     pub fn new(origin: &str) -> Result<Self> {
         let store = HttpBuilder::new()
             .with_url(origin)
-            .with_retry(super::remote::retries(object_store::RetryConfig::default()))
+            .with_retry(super::retry::store_retries(
+                object_store::RetryConfig::default(),
+            ))
             .with_client_options(
                 ClientOptions::new()
                     .with_allow_http(true)

@@ -3,37 +3,13 @@
 //! a mebibyte); a read is late past a multiple of the recent 95th percentile for its size,
 //! and never before a floor. Until enough reads are timed, a pessimistic guess at S3 stands
 //! in for the p95, so that the first reads of a process (a footer, a one-file query's few
-//! GETs) are covered too. `crate::tail` hedges the late ones.
+//! GETs) are covered too. `hedge` hedges the late ones.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// When a read counts as late.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct HedgePolicy {
-    /// A multiple of the recent p95 (for the read's size); 0 turns hedging off.
-    pub multiple: f64,
-    /// Never late before this: hedging a read that is merely slowish costs a GET.
-    pub floor: Duration,
-}
-
-impl Default for HedgePolicy {
-    fn default() -> Self {
-        Self {
-            multiple: HEDGE_MULTIPLE,
-            floor: Duration::from_millis(HEDGE_MIN_MS),
-        }
-    }
-}
-
-/// 3x the recent p95: a read that slow is, on S3, most likely on a stalled connection
-/// (Starling hedges at a similar multiple of the expected time).
-pub const HEDGE_MULTIPLE: f64 = 3.0;
-
-/// 1 s: many times S3's usual first-byte latency (tens of ms), so that healthy reads are
-/// not duplicated on a busy machine, while a stall (seconds to minutes) is cut short.
-pub const HEDGE_MIN_MS: u64 = 1000;
+use super::hedge::HedgePolicy;
 
 /// Reads remembered per source: enough for a stable p95, few enough to follow a change.
 const WINDOW: usize = 64;
@@ -75,9 +51,6 @@ impl Latencies {
 
     /// How long a read of `bytes` may take before it is late; `None` with hedging off.
     pub fn late_after(&self, bytes: u64, policy: &HedgePolicy) -> Option<Duration> {
-        if policy.multiple.is_nan() || policy.multiple <= 0.0 {
-            return None;
-        }
         let mut recent: Vec<f64> = self
             .recent
             .lock()
@@ -92,8 +65,8 @@ impl Latencies {
             let p95 = recent[(recent.len() * 95 / 100).min(recent.len() - 1)];
             (p95, policy.floor)
         };
-        let late = Duration::try_from_secs_f64(p95 * policy.multiple * cost(bytes)).ok()?;
-        Some(late.max(floor))
+        let expected = Duration::try_from_secs_f64(p95 * cost(bytes)).ok()?;
+        HedgePolicy { floor, ..*policy }.late(expected)
     }
 }
 

@@ -4,19 +4,20 @@
 
 mod aws_profile;
 mod glob;
+pub mod hedge;
 pub mod hive;
 mod http;
 mod latency;
 mod listing;
 mod local;
 mod remote;
+pub mod retry;
 mod s3;
 mod signed_url;
+mod sources;
 
-use std::collections::HashMap;
 use std::fmt::Debug;
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -38,17 +39,19 @@ pub(crate) fn on_event_loop<T: Send + 'static>(
 }
 
 pub use glob::GlobPattern;
+pub use hedge::{
+    first_success, Finish, HedgePolicy, Hedged, Hedging, Winner, HEDGE_MIN_MS, HEDGE_MULTIPLE,
+};
 pub use http::HttpSource;
-pub use latency::{HedgePolicy, Latencies, HEDGE_MIN_MS, HEDGE_MULTIPLE};
+pub use latency::Latencies;
 pub use listing::{
     list_files, virtual_fields as listing_virtual_fields, ListedFile, Listing, ListingOptions,
     INDEX_FILE_NAME, VIRTUAL_COLUMNS,
 };
 pub use local::LocalSource;
-use s3::s3_source;
 pub use s3::{S3Credentials, S3Options};
 pub use signed_url::is_signed_url;
-use signed_url::SignedUrlSource;
+pub use sources::Sources;
 
 /// One object as a listing sees it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -126,7 +129,7 @@ pub trait ObjectSource: Debug + Send + Sync {
     }
 
     /// How long this source's reads have been taking, for sources whose reads can stall
-    /// (remote ones); `crate::tail` hedges their late reads.
+    /// (remote ones); `hedge` hedges their late reads.
     fn latencies(&self) -> Option<&Latencies> {
         None
     }
@@ -135,103 +138,6 @@ pub trait ObjectSource: Debug + Send + Sync {
     async fn get(&self, path: &str) -> Result<Bytes> {
         let object = self.head(path).await?;
         self.get_range(&object, 0..object.size).await
-    }
-}
-
-/// Picks the source for a path by its scheme, and keeps one per bucket or server so that
-/// connections (and credentials) are reused across queries.
-#[derive(Debug)]
-pub struct Sources {
-    remote: Mutex<HashMap<(String, S3Options), Arc<dyn ObjectSource>>>,
-    credentials: Mutex<Option<S3Credentials>>,
-    /// Where paths without a scheme are read: the disk, or in the browser the files the page
-    /// was given (which has no disk).
-    local: Mutex<Arc<dyn ObjectSource>>,
-}
-
-impl Default for Sources {
-    fn default() -> Self {
-        Self {
-            remote: Mutex::default(),
-            credentials: Mutex::default(),
-            local: Mutex::new(Arc::new(LocalSource)),
-        }
-    }
-}
-
-impl Sources {
-    /// Reads paths without a scheme (and `file://`) from `source` from now on.
-    pub fn set_local(&self, source: Arc<dyn ObjectSource>) {
-        *self.local.lock().unwrap_or_else(|p| p.into_inner()) = source;
-    }
-
-    /// Signs S3 requests with these keys from now on (`None` forgets them); sources made
-    /// with the old keys are dropped.
-    pub fn set_s3_credentials(&self, credentials: Option<S3Credentials>) {
-        *self.credentials.lock().unwrap_or_else(|p| p.into_inner()) = credentials;
-        let mut sources = self.remote.lock().unwrap_or_else(|p| p.into_inner());
-        sources.retain(|(key, _), _| !key.starts_with("s3://"));
-    }
-
-    /// Writes one object through the source its path names (so the query's S3 settings
-    /// apply).
-    pub async fn put(&self, path: &str, s3: &S3Options, bytes: Bytes) -> Result<()> {
-        self.for_path(path, s3)?.put(path, bytes).await
-    }
-
-    /// Writes one object from a staged file on local disk (see `ObjectSource::put_file`).
-    pub async fn put_file(
-        &self,
-        path: &str,
-        s3: &S3Options,
-        staged: &std::path::Path,
-    ) -> Result<()> {
-        self.for_path(path, s3)?.put_file(path, staged).await
-    }
-
-    pub fn for_path(&self, path: &str, s3: &S3Options) -> Result<Arc<dyn ObjectSource>> {
-        let (scheme, rest) = match path.split_once("://") {
-            None | Some(("file", _)) => {
-                let local = self.local.lock().unwrap_or_else(|p| p.into_inner());
-                return Ok(Arc::clone(&local));
-            }
-            Some(parts) => parts,
-        };
-        let (key, s3) = match scheme {
-            "s3" | "s3a" => {
-                let bucket = rest.split('/').next().unwrap_or_default();
-                if bucket.is_empty() {
-                    return Err(QuiverError::invalid(format!("{path}: no bucket name")));
-                }
-                (format!("s3://{bucket}"), s3.clone())
-            }
-            // A signed URL is its own source: its query string is its credentials.
-            "http" | "https" if is_signed_url(path) => (path.to_string(), S3Options::default()),
-            "http" | "https" => {
-                let origin = http::origin_of(path).unwrap_or(path);
-                (origin.to_string(), S3Options::default())
-            }
-            other => {
-                return Err(QuiverError::Unsupported {
-                    location: path.to_string(),
-                    reason: format!("the '{other}://' scheme is not supported (local paths, s3://, http://, https://)"),
-                })
-            }
-        };
-        let mut sources = self.remote.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(found) = sources.get(&(key.clone(), s3.clone())) {
-            return Ok(Arc::clone(found));
-        }
-        let made: Arc<dyn ObjectSource> = if is_signed_url(path) {
-            Arc::new(SignedUrlSource::new(path)?)
-        } else if scheme.starts_with("http") {
-            Arc::new(HttpSource::new(&key)?)
-        } else {
-            let credentials = self.credentials.lock().unwrap_or_else(|p| p.into_inner());
-            Arc::new(s3_source(&key["s3://".len()..], &s3, credentials.as_ref())?)
-        };
-        sources.insert((key, s3), Arc::clone(&made));
-        Ok(made)
     }
 }
 

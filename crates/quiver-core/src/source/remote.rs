@@ -1,6 +1,6 @@
 //! Any `object_store` store as a source: S3 and HTTP share this adapter, which maps paths
 //! (`s3://bucket/key`) to store keys and the store's errors to ours. The store does the
-//! protocol, signing, retries and backoff.
+//! protocol, signing, retries and backoff natively; in the browser `retry` retries.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
+use super::retry::retried;
 use super::{Latencies, ObjectMeta, ObjectSource};
 use crate::error::{QuiverError, Result};
 
@@ -78,7 +79,7 @@ impl ObjectSource for StoreSource {
             .then(|| Path::parse(folder))
             .transpose()
             .map_err(|e| QuiverError::Invalid(format!("{prefix}: {e}")))?;
-        let listed: Vec<object_store::ObjectMeta> = crate::tail::retried(|| async {
+        let listed: Vec<object_store::ObjectMeta> = retried(|| async {
             let pages = self.store.list(folder.as_ref()).try_collect().await;
             pages.map_err(|e| store_error(prefix, e))
         })
@@ -88,7 +89,7 @@ impl ObjectSource for StoreSource {
 
     async fn head(&self, path: &str) -> Result<ObjectMeta> {
         let key = self.key(path)?;
-        let object = crate::tail::retried(|| async {
+        let object = retried(|| async {
             self.store
                 .head(&key)
                 .await
@@ -120,12 +121,16 @@ impl ObjectSource for StoreSource {
             },
             other => other,
         };
-        let result = self
-            .store
-            .get_opts(&self.key(&object.path)?, options)
-            .await
-            .map_err(read_error)?;
-        result.bytes().await.map_err(read_error)
+        let key = self.key(&object.path)?;
+        retried(|| async {
+            let result = self
+                .store
+                .get_opts(&key, options.clone())
+                .await
+                .map_err(read_error)?;
+            result.bytes().await.map_err(read_error)
+        })
+        .await
     }
 
     fn latencies(&self) -> Option<&Latencies> {
@@ -218,21 +223,6 @@ impl StoreSource {
         }
         upload.finish().await.map_err(|e| store_error(path, e))?;
         Ok(())
-    }
-}
-
-/// object_store's retries: `native` natively, none in the browser. Its backoff sleeps on
-/// tokio's timer, whose clock panics in wasm ("time not implemented on this platform"), so a
-/// reset connection or a 503 aborted the module; there `tail` retries reads on the worker's
-/// own timer instead.
-pub fn retries(native: object_store::RetryConfig) -> object_store::RetryConfig {
-    if cfg!(target_arch = "wasm32") {
-        object_store::RetryConfig {
-            max_retries: 0,
-            ..native
-        }
-    } else {
-        native
     }
 }
 

@@ -92,55 +92,21 @@ pub fn s3_source(
     };
     let mut builder = builder
         .with_bucket_name(bucket)
-        .with_retry(super::remote::retries(retry()));
-    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        .with_retry(super::retry::store_retries(retry()));
     if let Some(keys) = credentials.filter(|_| !options.anonymous) {
-        builder = builder
-            .with_access_key_id(&keys.access_key_id)
-            .with_secret_access_key(&keys.secret_access_key);
-        if let Some(token) = &keys.session_token {
-            builder = builder.with_token(token);
-        }
+        builder = with_keys(
+            builder,
+            &keys.access_key_id,
+            &keys.secret_access_key,
+            &keys.session_token,
+        );
     } else if env("AWS_ACCESS_KEY_ID").is_none() && !options.anonymous {
-        let profile = load_profile();
-        let has_keys = profile.access_key_id.is_some() && profile.secret_access_key.is_some();
-        if let (Some(key), Some(secret)) = (profile.access_key_id, profile.secret_access_key) {
-            builder = builder
-                .with_access_key_id(key)
-                .with_secret_access_key(secret);
-            if let Some(token) = profile.session_token {
-                builder = builder.with_token(token);
-            }
-        }
-        if let Some(region) = profile
-            .region
-            .filter(|_| env("AWS_REGION").is_none() && env("AWS_DEFAULT_REGION").is_none())
-        {
-            builder = builder.with_region(region);
-        }
-        let role_from_env = [
-            "AWS_WEB_IDENTITY_TOKEN_FILE",
-            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-        ]
-        .iter()
-        .any(|name| env(name).is_some());
-        if !has_keys
-            && !role_from_env
-            && !instance_metadata_allowed(env("AWS_EC2_METADATA_DISABLED"))
-        {
-            return Err(QuiverError::Denied {
-                path: format!("s3://{bucket}"),
-                reason: NO_CREDENTIALS.into(),
-            });
-        }
+        builder = with_profile(builder, bucket)?;
     }
     if let Some(region) = &options.region {
         builder = builder.with_region(region);
     }
-    let endpoint = options
-        .endpoint
-        .clone()
+    let endpoint = (options.endpoint.clone())
         .or_else(|| env("AWS_ENDPOINT_URL_S3"))
         .or_else(|| env("AWS_ENDPOINT_URL"))
         .or_else(|| env("AWS_ENDPOINT"));
@@ -163,4 +129,55 @@ pub fn s3_source(
     #[cfg(not(target_arch = "wasm32"))]
     let source = source.with_signer(store);
     Ok(source)
+}
+
+/// A variable of the environment, unset when empty.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn with_keys(
+    builder: AmazonS3Builder,
+    key: &str,
+    secret: &str,
+    token: &Option<String>,
+) -> AmazonS3Builder {
+    let builder = builder
+        .with_access_key_id(key)
+        .with_secret_access_key(secret);
+    match token {
+        Some(token) => builder.with_token(token),
+        None => builder,
+    }
+}
+
+/// The keys and region of the AWS profile (`AWS_PROFILE`, `~/.aws`), for a process with no
+/// keys in its environment; an error naming what to set when neither a profile, a role
+/// nor the instance's metadata can give credentials.
+fn with_profile(mut builder: AmazonS3Builder, bucket: &str) -> Result<AmazonS3Builder> {
+    let profile = load_profile();
+    let has_keys = profile.access_key_id.is_some() && profile.secret_access_key.is_some();
+    if let (Some(key), Some(secret)) = (&profile.access_key_id, &profile.secret_access_key) {
+        builder = with_keys(builder, key, secret, &profile.session_token);
+    }
+    if let Some(region) = profile
+        .region
+        .filter(|_| env("AWS_REGION").is_none() && env("AWS_DEFAULT_REGION").is_none())
+    {
+        builder = builder.with_region(region);
+    }
+    let role_from_env = [
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    ]
+    .iter()
+    .any(|name| env(name).is_some());
+    if !has_keys && !role_from_env && !instance_metadata_allowed(env("AWS_EC2_METADATA_DISABLED")) {
+        return Err(QuiverError::Denied {
+            path: format!("s3://{bucket}"),
+            reason: NO_CREDENTIALS.into(),
+        });
+    }
+    Ok(builder)
 }

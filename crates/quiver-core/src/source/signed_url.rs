@@ -92,7 +92,8 @@ impl ObjectSource for SignedUrlSource {
             .version
             .starts_with('"')
             .then(|| object.version.clone());
-        Ok(self.get(range, if_match).await?.2)
+        let read = super::retry::retried(|| self.get(range.clone(), if_match.clone()));
+        Ok(read.await?.2)
     }
 }
 

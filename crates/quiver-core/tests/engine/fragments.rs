@@ -13,10 +13,13 @@ use datafusion::physical_plan::collect;
 use datafusion::physical_plan::displayable;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
-use quiver_core::exec::broadcast::broadcast_joins;
-use quiver_core::exec::exchange::{hash_parts, over_parts, split_side, ExchangeStage};
-use quiver_core::exec::{execute_with_fragments, run_partitions, FragmentRunner, RayonRunner};
-use quiver_core::fragment::{decode, encode, fragments, over_buckets, Fragment};
+use quiver_core::exec::{
+    execute_with_fragments, run_partitions, with_build_sides, FragmentRunner, RayonRunner,
+};
+use quiver_core::fragment::{
+    decode, encode, fragments, hash_parts, over_buckets, over_parts, split_side, ExchangeStage,
+    Fragment,
+};
 use quiver_core::{ExecutorKind, QuiverSession, SessionOptions};
 
 /// 40,000 rows in 40 row groups: `k` cycles through 7 keys, `v` counts up.
@@ -186,7 +189,7 @@ async fn a_small_build_side_travels_with_the_probe_side() {
         let plan = quiver.physical_plan(&sql).await.unwrap();
         let context = quiver.context().task_ctx();
         let runner = RayonRunner(quiver.pool());
-        let plan = broadcast_joins(plan, &context, &runner).await.unwrap();
+        let plan = with_build_sides(plan, &context, &runner).await.unwrap();
         let found = fragments(&plan);
         assert_eq!(found.len(), 1, "only t's scan is left to read");
         let shown = displayable(found[0].as_ref()).indent(false).to_string();

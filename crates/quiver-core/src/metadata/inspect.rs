@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::footer::arrow_schema;
 use crate::runtime::QuiverRuntime;
-use crate::source::{list_files, ListingOptions, ObjectMeta, S3Options};
+use crate::source::{list_files, ListingOptions, ObjectMeta};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct FileMetadata {
@@ -38,25 +38,18 @@ pub struct ColumnMetadata {
 /// 100 files at most: a schema view, not a catalogue.
 const MAX_FILES: usize = 100;
 
-/// The metadata of every file `pattern` names (a path, URL or glob), in path order.
-pub async fn describe_files(
-    runtime: &QuiverRuntime,
-    pattern: &str,
-    s3: &S3Options,
-) -> Result<Vec<FileMetadata>> {
+/// The metadata of every file `pattern` names (a path, URL or glob), in path order, read
+/// with the settings of the statement running (`QuiverSession::describe_files`).
+pub async fn describe_files(runtime: &QuiverRuntime, pattern: &str) -> Result<Vec<FileMetadata>> {
     let options = ListingOptions {
         hive_partitioning: Some(false),
-        s3: s3.clone(),
+        s3: runtime.query().settings.s3.clone(),
     };
     let listing = list_files(&runtime.sources, &[pattern.to_string()], &options).await?;
-    let metrics = runtime.metrics();
     let mut described = Vec::new();
     for file in listing.files.iter().take(MAX_FILES) {
-        let source = runtime.sources.for_path(&file.meta.path, s3)?;
-        let footer = runtime
-            .footer(source.as_ref(), &file.meta, &metrics)
-            .await?;
-        described.push(describe(&file.meta, &footer)?);
+        let opened = runtime.open(&file.meta, None).await?;
+        described.push(describe(&file.meta, opened.metadata())?);
     }
     Ok(described)
 }

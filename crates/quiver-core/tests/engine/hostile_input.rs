@@ -5,7 +5,7 @@
 //! of their own (`tests/hostile/`, and cases in the modules they broke).
 //! `QUIVER_FUZZ_ITERATIONS=N` multiplies the budget for a longer run, and
 //! `QUIVER_FUZZ_KEEP=DIR` saves the inputs whose error is a contained panic:
-//! `QUIVER_FUZZ_ITERATIONS=100 cargo test -p quiver-core --lib hostile_input`.
+//! `QUIVER_FUZZ_ITERATIONS=100 cargo test -p quiver-core --test engine hostile_input`.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -23,9 +23,9 @@ use parquet::file::metadata::{
 };
 use parquet::file::properties::WriterProperties;
 
-use crate::fetch::{coalesce, FetchOptions};
-use crate::source::{hive, GlobPattern, S3Options, Sources};
-use crate::{ExecutorKind, QuiverSession, SessionOptions};
+use quiver_core::source::{hive, GlobPattern, S3Options, Sources};
+use quiver_core::{coalesce, FetchOptions};
+use quiver_core::{ExecutorKind, QuiverSession, SessionOptions};
 
 /// xorshift64*: small, seeded, good enough to pick mutations.
 struct Rng(u64);
@@ -219,7 +219,7 @@ async fn kept_inputs_give_errors_not_panics() {
         let errors: Vec<String> = if path.extension().is_some_and(|e| e == "bin") {
             let bytes = std::fs::read(&path).unwrap();
             let decoded = catch_unwind(AssertUnwindSafe(|| {
-                crate::fragment::decode(&bytes, &context)
+                quiver_core::fragment::decode(&bytes, &context)
             }));
             vec![decoded
                 .expect("decoding panicked")
@@ -389,8 +389,10 @@ async fn a_malformed_arrow_schema_hint_is_refused_not_a_panic() {
     for _ in 0..budget(20_000) {
         let mutated = engine.encode(mutate(&mut rng, &ipc));
         let kv = Some(vec![KeyValue::new("ARROW:schema".into(), mutated.clone())]);
-        if crate::error::contain_panic(|| parquet_to_arrow_schema(meta.schema_descr(), kv.as_ref()))
-            .is_err()
+        if quiver_core::error::contain_panic(|| {
+            parquet_to_arrow_schema(meta.schema_descr(), kv.as_ref())
+        })
+        .is_err()
         {
             panicking = Some(kv);
             break;
@@ -537,7 +539,7 @@ fn coalesced_ranges_cover_every_input_byte_and_respect_the_cap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutated_fragments_give_errors_not_panics() {
-    use crate::fragment::{decode, encode, fragments};
+    use quiver_core::fragment::{decode, encode, fragments};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.parquet");
     std::fs::write(&path, sample_file()).unwrap();

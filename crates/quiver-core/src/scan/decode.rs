@@ -1,0 +1,125 @@
+//! Decoding one bucket: DataFusion's Parquet reader over the bucket's bytes (through
+//! `BucketReaderFactory`), with the pushed filters it is given to apply to rows, and its
+//! fixed-length decimals converted as they come out (see `fixed_decimals`). A decoder's
+//! error or panic on a file's pages becomes an error that names the file.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::Schema;
+use datafusion::common::config::ConfigOptions;
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::object_store::ObjectStoreUrl;
+use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::datasource::table_schema::TableSchema;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::ExecutionPlan;
+use futures::StreamExt;
+
+use super::input::BucketInput;
+use super::reader::BucketReaderFactory;
+use super::BucketScanExec;
+use crate::error::QuiverError;
+
+impl BucketScanExec {
+    /// One fetched (or on-demand) bucket decoded by DataFusion's Parquet reader, its
+    /// fixed-length decimals converted as they come out (see `fixed_decimals`).
+    pub(super) fn decode(
+        &self,
+        file: PartitionedFile,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let decoding_schema = file
+            .extension::<Arc<BucketInput>>()
+            .and_then(|input| input.file_schema.clone());
+        let file_schema = decoding_schema
+            .clone()
+            .unwrap_or_else(|| Arc::new(self.file_schema()));
+        let listing_fields = self.table_schema.fields()[self.file_columns..].to_vec();
+        let config = context.session_config().options();
+        let row_filter = self.row_filter(&file_schema, config)?;
+        let mut source = ParquetSource::new(
+            TableSchema::builder(file_schema)
+                .with_table_partition_cols(listing_fields)
+                .build(),
+        )
+        .with_parquet_file_reader_factory(Arc::new(BucketReaderFactory))
+        .with_enable_page_index(false);
+        if let Some(filter) = row_filter {
+            // The footers' statistics pruned the row groups already, and bloom filters are
+            // bytes no bucket planned: the decoder only filters rows.
+            source = source
+                .with_predicate(filter)
+                .with_pushdown_filters(true)
+                .with_reorder_filters(config.execution.parquet.reorder_filters)
+                .with_bloom_filter_on_read(false);
+        }
+        let config =
+            FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
+                .with_projection_indices(self.projection.clone())?
+                .with_file_group(FileGroup::new(vec![file]))
+                .build();
+        let decoded = DataSourceExec::from_data_source(config).execute(0, context)?;
+        if decoding_schema.is_none() {
+            return Ok(decoded);
+        }
+        let schema = self.schema();
+        let restored = {
+            let schema = Arc::clone(&schema);
+            decoded.map(move |batch| crate::fixed_decimals::restore(batch?, &schema))
+        };
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, restored)))
+    }
+
+    /// What of the pushed filters the decoder applies to rows when `decoding` is how it
+    /// decodes the file columns: nothing unless DataFusion's
+    /// `datafusion.execution.parquet.pushdown_filters` is on (Quiver's default).
+    fn row_filter(
+        &self,
+        decoding: &Schema,
+        config: &ConfigOptions,
+    ) -> Result<Option<Arc<dyn PhysicalExpr>>> {
+        match &self.pushed_filter {
+            Some(filter) if config.execution.parquet.pushdown_filters => {
+                crate::pushdown::decodable(filter, &self.schema(), decoding)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The table's file columns, as the footers type them.
+    pub(super) fn file_schema(&self) -> Schema {
+        Schema::new(self.table_schema.fields()[..self.file_columns].to_vec())
+    }
+}
+
+/// A decoder's error on a file's pages (a page that does not decompress or decode) as
+/// "PATH: corrupt Parquet data: ...": Arrow's and Parquet's errors name no file. Errors
+/// that already name it (a failed read) pass unchanged.
+pub(super) fn naming_the_file(path: &str, error: DataFusionError) -> DataFusionError {
+    let reason = error.to_string();
+    match error {
+        DataFusionError::ArrowError(..) | DataFusionError::ParquetError(..)
+            if !reason.contains(path) =>
+        {
+            QuiverError::CorruptData {
+                path: path.to_string(),
+                reason,
+            }
+            .into()
+        }
+        other => other,
+    }
+}
+
+/// A decoder's panic on a file's pages, as the error it should have been.
+pub(super) fn corrupt_data(path: &str, panic: &str) -> DataFusionError {
+    QuiverError::CorruptData {
+        path: path.to_string(),
+        reason: format!("a decoder failed ({panic})"),
+    }
+    .into()
+}

@@ -1,0 +1,165 @@
+//! Running a planned statement: DataFusion drives the plan on its own threads and the
+//! rows stream out, or the plan is cut into fragments that a runner executes (rayon here,
+//! Lambda workers remotely) while the coordinator merges their outputs. Also `EXPLAIN
+//! COST`: the plan of the last statement, priced without reading a data page.
+
+use std::sync::Arc;
+
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::{LogicalPlan, SetVariable, Statement as LogicalStatement};
+use datafusion::physical_plan::{execute_stream, ExecutionPlan};
+use datafusion::sql::parser::{DFParser, Statement};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use web_time::Instant;
+
+use super::output::{describe_batch, memory_stream, QueryOutput, QueryStream};
+use super::QuiverSession;
+use crate::cost::{planned_reads, Cost, Prices, WorkerCost};
+use crate::error::describe;
+use crate::exec::{execute_with_fragments, ExecutorKind, FragmentRunner, RayonRunner};
+use crate::memory;
+use crate::metrics::MetricsSnapshot;
+
+impl QuiverSession {
+    pub(super) async fn run_statement(&self, statement: Statement) -> Result<QueryOutput> {
+        self.stream_statement(statement).await?.collect().await
+    }
+
+    /// Plans and runs one statement with the session's executor.
+    pub(super) async fn stream_statement(&self, statement: Statement) -> Result<QueryStream> {
+        let metrics = self.begin_query()?;
+        let started = Instant::now();
+        let plan = self.logical_plan(statement).await?;
+        if let LogicalPlan::Statement(LogicalStatement::SetVariable(set)) = &plan {
+            self.check_setting(set)?;
+        }
+        if let LogicalPlan::DescribeTable(described) = &plan {
+            let batch = describe_batch(&described.schema)?;
+            return Ok(QueryOutput::of(batch, metrics).into_stream());
+        }
+        let physical = self.physical(plan).await?;
+        metrics.record_phase("plan", started.elapsed());
+        let started = Instant::now();
+        let task = self.context.task_ctx();
+        let schema = physical.schema();
+        let local = RayonRunner(&self.pool);
+        let runner: &dyn FragmentRunner = match self.options.executor {
+            ExecutorKind::DataFusion => {
+                let batches = execute_stream(Arc::clone(&physical), task)?;
+                let stream = QueryStream {
+                    schema,
+                    batches,
+                    metrics,
+                };
+                return Ok(stream.counted(started));
+            }
+            ExecutorKind::Fragments => &local,
+            ExecutorKind::Remote => self.remote_runner()?,
+        };
+        let batches = execute_with_fragments(Arc::clone(&physical), task, runner).await?;
+        let batches = memory_stream(&schema, batches);
+        let stream = QueryStream {
+            schema,
+            batches,
+            metrics,
+        };
+        Ok(stream.counted(started))
+    }
+
+    /// The runner fragments go to with `ExecutorKind::Remote`.
+    pub(super) fn remote_runner(&self) -> Result<&dyn FragmentRunner> {
+        self.remote
+            .as_deref()
+            .ok_or_else(|| DataFusionError::Configuration("no remote executor configured".into()))
+    }
+
+    /// A `SET` refused now, not when the next statement starts, and naming the setting:
+    /// DataFusion's own message for `SET quiver.coalesce_gap = 'abc'` is only "invalid
+    /// digit found in string".
+    fn check_setting(&self, set: &SetVariable) -> Result<()> {
+        let mut trial = self
+            .context
+            .state_ref()
+            .read()
+            .config_options()
+            .as_ref()
+            .clone();
+        trial
+            .set(&set.variable, &set.value)
+            .and_then(|()| {
+                if set.variable.eq_ignore_ascii_case("quiver.memory_limit") {
+                    memory::parse_limit(&set.value).map(|_| ())
+                } else {
+                    Ok(())
+                }
+            })
+            .map_err(|e| {
+                let message = describe(&e);
+                DataFusionError::Plan(if message.contains(set.variable.as_str()) {
+                    message
+                } else {
+                    format!("{}: {message}", set.variable)
+                })
+            })
+    }
+
+    /// The physical plan of the last statement of `sql` (earlier ones run, e.g. views).
+    pub async fn physical_plan(&self, sql: &str) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self.plan_last(sql).await?.0)
+    }
+
+    /// The physical plan of the last statement of `sql`, and what running the earlier
+    /// ones read.
+    async fn plan_last(&self, sql: &str) -> Result<(Arc<dyn ExecutionPlan>, MetricsSnapshot)> {
+        let mut statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})?;
+        let last = statements
+            .pop_back()
+            .ok_or_else(|| DataFusionError::Plan("no SQL statement given".into()))?;
+        let mut earlier = MetricsSnapshot::default();
+        for statement in statements {
+            earlier.add(&self.run_statement(statement).await?.metrics.snapshot());
+        }
+        self.begin_query()?;
+        let plan = self.logical_plan(last).await?;
+        Ok((self.physical(plan).await?, earlier))
+    }
+
+    /// What `sql` will cost (`EXPLAIN COST`): its last statement is planned, which reads
+    /// footers, and no data page is read; earlier statements run, and what they read counts
+    /// (a view's footers).
+    pub async fn estimate_cost(&self, sql: &str) -> Result<Cost> {
+        let (plan, mut planning) = self.plan_last(sql).await?;
+        let reads = planned_reads(&plan, &self.runtime).await?;
+        planning.add(&self.runtime.metrics().snapshot());
+        let mut cost = Cost {
+            files: planning.files,
+            footer_gets: planning.footer_requests,
+            // Planning's other requests (an index file) are made again by the run.
+            data_gets: planning.requests.saturating_sub(planning.footer_requests),
+            bytes: planning.bytes_read,
+            ..Default::default()
+        };
+        let config = self.context.state_ref().read().config_options().clone();
+        for scan in &reads {
+            cost.buckets += scan.buckets;
+            cost.data_gets += scan.requests;
+            cost.bytes += scan.bytes;
+            if let Some(runner) = &self.remote {
+                let workers = runner.estimate(scan, &config);
+                cost.workers.workers += workers.workers;
+                cost.workers.gb_seconds += workers.gb_seconds;
+            }
+        }
+        Ok(cost)
+    }
+
+    /// What a run spent (`spent`, with its workers' reads added), priced: `--profile`'s line.
+    pub fn cost_line(&self, spent: &MetricsSnapshot, workers: WorkerCost) -> String {
+        Cost::measured(spent, workers).line(&self.prices())
+    }
+
+    /// The prices in the statement's settings.
+    pub(super) fn prices(&self) -> Prices {
+        Prices::of(&self.runtime.query().settings.options)
+    }
+}

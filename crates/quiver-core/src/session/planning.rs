@@ -1,0 +1,243 @@
+//! Planning a statement. Its path tables (`'data/*.parquet'`, `read_parquet(…)`) are first
+//! made from their listings alone: if the optimised plan then reads listings only, no file
+//! is opened at all. Otherwise each table reads its first footer for its file columns, and
+//! the statement is planned again. `_path IN (subquery)` filters are answered first, so
+//! that their values drop files while listing.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::AsArray;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::catalog::TableProvider;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::sql::parser::Statement;
+use datafusion::sql::sqlparser::ast::{Statement as SqlStatement, TableFactor};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+
+use super::listing_only::answers_from_listing;
+use super::relations::{self, path_tables, uses_wildcard, PathTable};
+use super::{file_subqueries, virtual_columns, QuiverSession};
+use crate::metadata::MetadataTable;
+use crate::source::ListingOptions;
+use crate::table::{QuiverTable, TableOptions};
+
+impl QuiverSession {
+    /// The physical plan of a planned statement: the one way from logical to physical.
+    pub(super) async fn physical(&self, plan: LogicalPlan) -> Result<Arc<dyn ExecutionPlan>> {
+        let frame = self.context.execute_logical_plan(plan).await?;
+        frame.create_physical_plan().await
+    }
+
+    /// Plans a statement (see the module's comment).
+    pub(super) async fn logical_plan(&self, mut statement: Statement) -> Result<LogicalPlan> {
+        if let Statement::Statement(inner) = &mut statement {
+            relations::describe_path_as_query(inner);
+        }
+        let statement = self.answer_file_subqueries(statement).await;
+        let found = self.path_tables_of(&statement)?;
+        let planned = self.plan_with_path_tables(&statement, &found).await;
+        self.tables.clear();
+        planned
+    }
+
+    async fn plan_with_path_tables(
+        &self,
+        statement: &Statement,
+        found: &[PathTable],
+    ) -> Result<LogicalPlan> {
+        let state = self.context.state();
+        if found.is_empty() {
+            return state.statement_to_plan(statement.clone()).await;
+        }
+        let named = virtual_columns::names_virtual_column(&statement.to_string());
+        let listed = self.list_path_tables(found, named).await?;
+        let planned = match wildcard_in(statement) {
+            true => None,
+            false => state.statement_to_plan(statement.clone()).await.ok(),
+        };
+        if let Some(plan) = planned {
+            if state
+                .optimize(&plan)
+                .is_ok_and(|optimized| answers_from_listing(&optimized))
+            {
+                return Ok(plan);
+            }
+        }
+        self.complete_path_tables(found, listed).await?;
+        let mut statement = statement.clone();
+        if let (true, Some(inner)) = (named, sql_statement(&mut statement)) {
+            virtual_columns::hide_from_wildcards(inner, &|factor: &TableFactor| {
+                relations::relation_of(factor, &self.tables)
+            });
+        }
+        state.statement_to_plan(statement).await
+    }
+
+    /// Each path table made from its listing alone (with the virtual columns when the
+    /// statement `named` one), and registered for the planner.
+    async fn list_path_tables(&self, found: &[PathTable], named: bool) -> Result<Vec<QuiverTable>> {
+        let s3 = &self.runtime.query().settings.s3;
+        let mut listed = Vec::with_capacity(found.len());
+        for path_table in found {
+            let options = ListingOptions {
+                hive_partitioning: path_table.hive_partitioning,
+                s3: s3.clone(),
+            };
+            let patterns = path_table.patterns.clone();
+            let table = QuiverTable::list(&self.runtime, patterns, &options, named).await?;
+            let provider: Arc<dyn TableProvider> = match path_table.metadata {
+                // Metadata tables are whole once listed: their footers are read by the scan.
+                Some(kind) => Arc::new(MetadataTable::new(kind, table.files())),
+                None => Arc::new(table.clone()),
+            };
+            self.tables.insert(path_table.key.clone(), provider);
+            listed.push(table);
+        }
+        Ok(listed)
+    }
+
+    /// The listed path tables with their file columns (a footer read each), registered in
+    /// their place.
+    async fn complete_path_tables(
+        &self,
+        found: &[PathTable],
+        listed: Vec<QuiverTable>,
+    ) -> Result<()> {
+        let state = self.context.state_ref().read().config_options().clone();
+        let settings = &self.runtime.query().settings;
+        for (path_table, table) in found.iter().zip(listed) {
+            if path_table.metadata.is_some() {
+                continue;
+            }
+            let options = TableOptions {
+                schema_override: path_table
+                    .schema
+                    .as_deref()
+                    .map(|s| self.parse_schema(s))
+                    .transpose()?,
+                union_by_name: path_table.union_by_name,
+                ..TableOptions::for_statement(&state, settings)
+            };
+            let full = table.with_file_columns(&self.runtime, &options).await?;
+            self.tables.insert(path_table.key.clone(), Arc::new(full));
+        }
+        Ok(())
+    }
+
+    /// `_path IN (subquery)` with the subquery's answer in its place (see
+    /// `file_subqueries`). A subquery that fails on its own (a correlated one), answers
+    /// with other than one column, or with too many values, is left as it was.
+    async fn answer_file_subqueries(&self, mut statement: Statement) -> Statement {
+        let Some(inner) = sql_statement(&mut statement) else {
+            return statement;
+        };
+        file_subqueries::add_join_subqueries(inner);
+        let mut answers = vec![];
+        for query in file_subqueries::file_subqueries(inner) {
+            let subquery =
+                Statement::Statement(Box::new(SqlStatement::Query(Box::new(query.clone()))));
+            // Boxed: a subquery may hold file subqueries of its own.
+            if let Ok(values) = Box::pin(self.single_column_values(subquery)).await {
+                answers.push((query, values));
+            }
+        }
+        file_subqueries::substitute(inner, &answers);
+        statement
+    }
+
+    /// The values of a one-column query, as text.
+    async fn single_column_values(&self, statement: Statement) -> Result<Vec<Option<String>>> {
+        let plan = self.logical_plan(statement).await?;
+        let batches = self
+            .context
+            .execute_logical_plan(plan)
+            .await?
+            .collect()
+            .await?;
+        let mut values = vec![];
+        for batch in batches {
+            if batch.num_columns() != 1 {
+                return Err(DataFusionError::Plan("not one column".into()));
+            }
+            let column = datafusion::arrow::compute::cast(batch.column(0), &DataType::Utf8)?;
+            let column = column.as_string::<i32>();
+            values.extend(column.iter().map(|v| v.map(str::to_string)));
+            if values.len() > file_subqueries::MAX_VALUES {
+                return Err(DataFusionError::Plan("too many values".into()));
+            }
+        }
+        Ok(values)
+    }
+
+    /// The path tables a statement names, each once.
+    fn path_tables_of(&self, statement: &Statement) -> Result<Vec<PathTable>> {
+        let mut found = match statement {
+            Statement::Statement(inner) => path_tables(inner.as_ref())?,
+            Statement::Explain(explain) => match explain.statement.as_ref() {
+                Statement::Statement(inner) => path_tables(inner.as_ref())?,
+                _ => vec![],
+            },
+            _ => vec![],
+        };
+        let mut seen = std::collections::HashSet::new();
+        found.retain(|table| seen.insert(table.key.clone()));
+        Ok(found)
+    }
+
+    /// `col TYPE, …` in SQL's own type names, mapped to Arrow by DataFusion's planner.
+    fn parse_schema(&self, text: &str) -> Result<SchemaRef> {
+        let columns = Parser::new(&GenericDialect {})
+            .try_with_sql(text)
+            .and_then(|mut parser| parser.parse_comma_separated(Parser::parse_column_def))
+            .map_err(|e| DataFusionError::Plan(format!("schema '{text}': {e}")))?;
+        if columns.is_empty() {
+            return Err(DataFusionError::Plan(format!(
+                "schema '{text}' names no column"
+            )));
+        }
+        let select = columns
+            .iter()
+            .map(|c| {
+                format!(
+                    "CAST(NULL AS {}) AS \"{}\"",
+                    c.data_type,
+                    c.name.value.replace('"', "\"\"")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let plan = futures::executor::block_on(
+            self.context
+                .state()
+                .create_logical_plan(&format!("SELECT {select}")),
+        )?;
+        Ok(Arc::new(plan.schema().as_arrow().clone()))
+    }
+}
+
+/// Whether a statement (or the one EXPLAIN explains) selects `*` somewhere.
+fn wildcard_in(statement: &Statement) -> bool {
+    match statement {
+        Statement::Statement(inner) => uses_wildcard(inner.as_ref()),
+        Statement::Explain(explain) => match explain.statement.as_ref() {
+            Statement::Statement(inner) => uses_wildcard(inner.as_ref()),
+            _ => true,
+        },
+        _ => true,
+    }
+}
+
+/// The SQL statement itself, or the one EXPLAIN explains.
+fn sql_statement(statement: &mut Statement) -> Option<&mut SqlStatement> {
+    match statement {
+        Statement::Statement(inner) => Some(inner.as_mut()),
+        Statement::Explain(explain) => match explain.statement.as_mut() {
+            Statement::Statement(inner) => Some(inner.as_mut()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
