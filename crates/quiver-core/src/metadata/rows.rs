@@ -155,85 +155,100 @@ impl MetadataRows {
 }
 
 pub(super) fn schema_columns(footers: &[ParquetFile]) -> Vec<ArrayRef> {
-    let mut file_name = StringBuilder::new();
-    let mut name = StringBuilder::new();
-    let mut physical = StringBuilder::new();
-    let mut type_length = StringBuilder::new();
-    let mut repetition = StringBuilder::new();
-    let mut children = Int64Builder::new();
-    let mut converted = StringBuilder::new();
-    let mut scale = Int64Builder::new();
-    let mut precision = Int64Builder::new();
-    let mut field_id = Int64Builder::new();
-    let mut logical = StringBuilder::new();
-    let mut column_id = Int64Builder::new();
+    let mut rows = SchemaRows::default();
     for footer in footers {
-        let root = footer
-            .metadata()
-            .file_metadata()
-            .schema_descr()
-            .root_schema();
+        let descriptor = footer.metadata().file_metadata().schema_descr();
         let mut elements = vec![];
-        depth_first(root, &mut elements);
+        depth_first(descriptor.root_schema(), &mut elements);
         for (id, element) in elements.into_iter().enumerate() {
-            let info = element.get_basic_info();
-            file_name.append_value(&footer.meta().path);
-            name.append_value(element.name());
-            column_id.append_value(id as i64);
-            // The root has no repetition (the footer parser drops one a writer set).
-            repetition.append_option(
-                info.has_repetition()
-                    .then(|| format!("{:?}", info.repetition())),
-            );
-            converted.append_option(
-                (info.converted_type() != ConvertedType::NONE)
-                    .then(|| format!("{:?}", info.converted_type())),
-            );
-            field_id.append_option(info.has_id().then(|| info.id() as i64));
-            logical.append_option(info.logical_type_ref().map(logical_type_text));
-            match element {
-                SchemaType::GroupType { fields, .. } => {
-                    physical.append_null();
-                    type_length.append_null();
-                    children.append_value(fields.len() as i64);
-                    scale.append_null();
-                    precision.append_null();
-                }
-                SchemaType::PrimitiveType {
-                    physical_type,
-                    type_length: length,
-                    scale: s,
-                    precision: p,
-                    ..
-                } => {
-                    physical.append_value(format!("{physical_type:?}"));
-                    type_length.append_option(
-                        (*physical_type == parquet::basic::Type::FIXED_LEN_BYTE_ARRAY)
-                            .then(|| length.to_string()),
-                    );
-                    children.append_null();
-                    let decimal = info.converted_type() == ConvertedType::DECIMAL
-                        || matches!(info.logical_type_ref(), Some(LogicalType::Decimal(_)));
-                    scale.append_option(decimal.then_some(*s as i64));
-                    precision.append_option(decimal.then_some(*p as i64));
-                }
+            rows.push(&footer.meta().path, id, element);
+        }
+    }
+    rows.finish()
+}
+
+/// The columns of `parquet_schema`, being built; `finish` gives them in schema order.
+#[derive(Default)]
+struct SchemaRows {
+    file_name: StringBuilder,
+    name: StringBuilder,
+    physical: StringBuilder,
+    type_length: StringBuilder,
+    repetition: StringBuilder,
+    children: Int64Builder,
+    converted: StringBuilder,
+    scale: Int64Builder,
+    precision: Int64Builder,
+    field_id: Int64Builder,
+    logical: StringBuilder,
+    column_id: Int64Builder,
+}
+
+impl SchemaRows {
+    /// The row of schema element `element`, number `id` of the file at `path`.
+    fn push(&mut self, path: &str, id: usize, element: &SchemaType) {
+        let info = element.get_basic_info();
+        self.file_name.append_value(path);
+        self.name.append_value(element.name());
+        self.column_id.append_value(id as i64);
+        // The root has no repetition (the footer parser drops one a writer set).
+        self.repetition.append_option(
+            info.has_repetition()
+                .then(|| format!("{:?}", info.repetition())),
+        );
+        self.converted.append_option(
+            (info.converted_type() != ConvertedType::NONE)
+                .then(|| format!("{:?}", info.converted_type())),
+        );
+        self.field_id
+            .append_option(info.has_id().then(|| info.id() as i64));
+        self.logical
+            .append_option(info.logical_type_ref().map(logical_type_text));
+        match element {
+            SchemaType::GroupType { fields, .. } => {
+                self.physical.append_null();
+                self.type_length.append_null();
+                self.children.append_value(fields.len() as i64);
+                self.scale.append_null();
+                self.precision.append_null();
+            }
+            SchemaType::PrimitiveType {
+                physical_type,
+                type_length: length,
+                scale: s,
+                precision: p,
+                ..
+            } => {
+                self.physical.append_value(format!("{physical_type:?}"));
+                self.type_length.append_option(
+                    (*physical_type == parquet::basic::Type::FIXED_LEN_BYTE_ARRAY)
+                        .then(|| length.to_string()),
+                );
+                self.children.append_null();
+                let decimal = info.converted_type() == ConvertedType::DECIMAL
+                    || matches!(info.logical_type_ref(), Some(LogicalType::Decimal(_)));
+                self.scale.append_option(decimal.then_some(*s as i64));
+                self.precision.append_option(decimal.then_some(*p as i64));
             }
         }
     }
-    vec![
-        Arc::new(file_name.finish()),
-        Arc::new(name.finish()),
-        Arc::new(physical.finish()),
-        Arc::new(type_length.finish()),
-        Arc::new(repetition.finish()),
-        Arc::new(children.finish()),
-        Arc::new(converted.finish()),
-        Arc::new(scale.finish()),
-        Arc::new(precision.finish()),
-        Arc::new(field_id.finish()),
-        Arc::new(logical.finish()),
-        Arc::new(column_id.finish()),
-    ]
+
+    fn finish(mut self) -> Vec<ArrayRef> {
+        vec![
+            Arc::new(self.file_name.finish()),
+            Arc::new(self.name.finish()),
+            Arc::new(self.physical.finish()),
+            Arc::new(self.type_length.finish()),
+            Arc::new(self.repetition.finish()),
+            Arc::new(self.children.finish()),
+            Arc::new(self.converted.finish()),
+            Arc::new(self.scale.finish()),
+            Arc::new(self.precision.finish()),
+            Arc::new(self.field_id.finish()),
+            Arc::new(self.logical.finish()),
+            Arc::new(self.column_id.finish()),
+        ]
+    }
 }
 
 fn depth_first<'a>(element: &'a SchemaType, out: &mut Vec<&'a SchemaType>) {
