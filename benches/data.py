@@ -41,19 +41,34 @@ def tpch(sf):
     return root
 
 
+def tpchgen(sf):
+    """TPC-H as tpchgen-cli writes it (parquet-rs, decimals as INT64, one file per table)."""
+    def write(out):
+        subprocess.run(["tpchgen-cli", "parquet", "-s", sf, "--output-dir", out], check=True)
+    return generate(f"tpchgen-sf{sf}", f"tpchgen-cli parquet -s {sf}", write)
+
+
+def tpcds(sf):
+    """TPC-DS as tpcgen-cli writes it: one Parquet file per table (24 tables)."""
+    def write(out):
+        subprocess.run(["tpcgen-cli", "tpcds", "parquet", "-s", sf, "--output-dir", out],
+                       check=True)
+    return generate(f"tpcds-sf{sf}", f"tpcgen-cli tpcds parquet -s {sf}", write)
+
+
 def split16(sf):
     source = os.path.join(tpch(sf), "single", "lineitem.parquet")
     stamp = os.stat(source)
     key = f"{source} {stamp.st_size} {stamp.st_mtime_ns}"
-    return _generate(f"split16-sf{sf}", key, lambda tmp: _split(source, tmp))
+    return generate(f"split16-sf{sf}", key, lambda tmp: _split(source, tmp))
 
 
 def small_files(n):
-    return _generate(f"smallfiles-{n}", str(n), lambda tmp: _small_files(n, tmp))
+    return generate(f"smallfiles-{n}", str(n), lambda tmp: _small_files(n, tmp))
 
 
 def day_files(n):
-    return _generate(f"dayfiles-{n}", str(n), lambda tmp: _day_files(n, tmp))
+    return generate(f"dayfiles-{n}", str(n), lambda tmp: _day_files(n, tmp))
 
 
 def _day_files(n, out):
@@ -76,7 +91,8 @@ def parquet_files(folder):
             if f.endswith(".parquet")]
 
 
-def _generate(name, key, write):
+def generate(name, key, write):
+    """The folder `name` under ROOT, written by `write(folder)` unless it holds what `key` names."""
     folder = os.path.join(ROOT, name)
     done = os.path.join(folder, ".done")
     if os.path.exists(done):

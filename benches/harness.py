@@ -62,12 +62,12 @@ class Bench:
                          for statement in e.view(name, glob, hive, files)]
                 for e in self.engines}
 
-    def compare(self, label, setup, sql, files, cold=True, threads=None):
+    def compare(self, label, setup, sql, files, cold=True, threads=None, keys=None):
         """measure.compare on every engine; prints one progress line."""
         evict = (lambda: self.cache.evict(files)) if cold else None
         start = time.time()
         outcomes = measure.compare(self.engines, setup, sql, reference=engines.REFERENCE,
-                                   reps=self.mode.reps, evict=evict, threads=threads)
+                                   reps=self.mode.reps, evict=evict, threads=threads, keys=keys)
         cells = "  ".join(f"{e.name} {_progress(outcomes[e.name])}" for e in self.engines)
         print(f"  {label}: {cells}  [{time.time() - start:.1f} s]", flush=True)
         return outcomes

@@ -39,11 +39,13 @@ class Outcome:
         return getattr(self, kind) if self.ok else None
 
 
-def compare(engines, setup, sql, *, reference, reps, evict=None, threads=None):
+def compare(engines, setup, sql, *, reference, reps, evict=None, threads=None, keys=None):
     """{engine name: Outcome} for one query; `reference` names the engine whose result counts.
 
     setup: {engine name: [statements]}; sql: the query text, or {engine name: text or NA}.
     evict: a function that empties the page cache of the query's files (None: no cold run).
+    keys: the columns (indexes) to check, when the rest of a row may rightly differ (which of
+    several tied groups a LIMIT keeps); None checks every column.
     """
     outcomes, expected = {}, None
     for engine in sorted(engines, key=lambda e: e.name != reference):
@@ -55,14 +57,15 @@ def compare(engines, setup, sql, *, reference, reps, evict=None, threads=None):
         if not is_reference and expected is None:
             outcomes[engine.name] = Outcome("unchecked", note="no reference result")
             continue
-        outcome, rows = _measure(engine, setup[engine.name], query, expected, reps, evict, threads)
+        outcome, rows = _measure(engine, setup[engine.name], query, expected, reps, evict, threads,
+                                 keys)
         outcomes[engine.name] = outcome
         if is_reference:
             expected = rows
     return {e.name: outcomes[e.name] for e in engines}
 
 
-def _measure(engine, setup, query, expected, reps, evict, threads):
+def _measure(engine, setup, query, expected, reps, evict, threads, keys):
     if evict is not None:
         evict()
     try:
@@ -70,7 +73,7 @@ def _measure(engine, setup, query, expected, reps, evict, threads):
     except EngineError as e:
         return Outcome("error", note=str(e)), None
     if expected is not None:
-        problem = check(expected, first.rows)
+        problem = check(expected, first.rows, keys)
         if problem is not None:
             return Outcome("wrong", note=problem), first.rows
     try:
@@ -83,7 +86,11 @@ def _measure(engine, setup, query, expected, reps, evict, threads):
                    hot_stats=best.stats), first.rows
 
 
-def check(expected, actual):
-    """None when the results agree, else what differs (one line)."""
+def check(expected, actual, keys=None):
+    """None when the results agree (in the `keys` columns only, when given), else what
+    differs (one line)."""
+    if keys is not None:
+        expected = [[row[k] for k in keys] for row in expected]
+        actual = [[row[k] for k in keys if k < len(row)] for row in actual]
     problem = difference(expected, actual)
     return None if problem is None else " ".join(problem.split())[:300]

@@ -222,7 +222,7 @@ def lineitem(sf):
     if groups >= MIN_ROW_GROUPS:
         return source, f"tpch-sf{sf}/single/lineitem.parquet", groups
     stamp = os.stat(source)
-    folder = data._generate(f"lambda-sf{sf}",
+    folder = data.generate(f"lambda-sf{sf}",
                             f"{source} {stamp.st_size} {stamp.st_mtime_ns} {MIN_ROW_GROUPS}",
                             lambda tmp: _regroup(source, tmp))
     path = os.path.join(folder, "lineitem.parquet")

@@ -15,7 +15,7 @@ use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_optimizer::pruning::PruningPredicate;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
-use parquet::file::metadata::ParquetMetaData;
+use parquet::file::metadata::{ParquetMetaData, RowGroupMetaData};
 
 /// Which row groups of one file may hold rows that pass `predicate`.
 pub fn row_groups_to_read(
@@ -24,19 +24,39 @@ pub fn row_groups_to_read(
     file_schema: &Schema,
     table_schema: &SchemaRef,
 ) -> Vec<bool> {
-    let count = metadata.num_row_groups();
-    let Some(predicate) = predicate else {
-        return vec![true; count];
-    };
+    let all: Vec<usize> = (0..metadata.num_row_groups()).collect();
+    match predicate {
+        Some(predicate) => row_groups_passing(predicate, metadata, &all, file_schema, table_schema),
+        None => vec![true; all.len()],
+    }
+}
+
+/// Which of the row groups `chosen` (indexes into the file's) may hold rows that pass
+/// `predicate`, in their order: a bucket's, pruned again once dynamic filters are known.
+pub fn row_groups_passing(
+    predicate: &PruningPredicate,
+    metadata: &ParquetMetaData,
+    chosen: &[usize],
+    file_schema: &Schema,
+    table_schema: &SchemaRef,
+) -> Vec<bool> {
+    let groups = chosen
+        .iter()
+        .filter_map(|&rg| metadata.row_groups().get(rg))
+        .collect::<Vec<_>>();
+    if groups.len() != chosen.len() {
+        return vec![true; chosen.len()]; // a row group the footer lacks: the read names it
+    }
     let stats = RowGroupStatistics {
         metadata,
+        groups,
         file_schema,
         table_schema,
     };
     // Pruning is an optimisation: if statistics cannot be used, read everything.
     predicate
         .prune(&stats)
-        .unwrap_or_else(|_| vec![true; count])
+        .unwrap_or_else(|_| vec![true; chosen.len()])
 }
 
 /// Which files pass the `filters` that name only columns of `listing_columns` (one row
@@ -77,6 +97,8 @@ pub fn files_passing(
 
 struct RowGroupStatistics<'a> {
     metadata: &'a ParquetMetaData,
+    /// The row groups whose statistics are asked (all of the file's, or a bucket's).
+    groups: Vec<&'a RowGroupMetaData>,
     file_schema: &'a Schema,
     table_schema: &'a SchemaRef,
 }
@@ -111,7 +133,7 @@ impl PruningStatistics for RowGroupStatistics<'_> {
     fn min_values(&self, column: &Column) -> Option<ArrayRef> {
         let mins = self
             .converter(column)?
-            .row_group_mins(self.metadata.row_groups())
+            .row_group_mins(self.groups.iter().copied())
             .ok()?;
         self.in_table_type(column, mins)
     }
@@ -119,27 +141,26 @@ impl PruningStatistics for RowGroupStatistics<'_> {
     fn max_values(&self, column: &Column) -> Option<ArrayRef> {
         let maxes = self
             .converter(column)?
-            .row_group_maxes(self.metadata.row_groups())
+            .row_group_maxes(self.groups.iter().copied())
             .ok()?;
         self.in_table_type(column, maxes)
     }
 
     fn num_containers(&self) -> usize {
-        self.metadata.num_row_groups()
+        self.groups.len()
     }
 
     fn null_counts(&self, column: &Column) -> Option<ArrayRef> {
         let counts = self
             .converter(column)?
-            .row_group_null_counts(self.metadata.row_groups())
+            .row_group_null_counts(self.groups.iter().copied())
             .ok()?;
         Some(Arc::new(counts))
     }
 
     fn row_counts(&self) -> Option<ArrayRef> {
         let counts: UInt64Array = self
-            .metadata
-            .row_groups()
+            .groups
             .iter()
             .map(|rg| Some(rg.num_rows() as u64))
             .collect();

@@ -11,6 +11,10 @@
 //! LIKE), cost up to a quarter more there: evaluated in the decoder it scatters the rows it
 //! keeps, and the operator above evaluates it again. Those stay with the operators above.
 //!
+//! Every bucket also drops the row groups that the dynamic filters, as they stand when it
+//! opens, rule out by its footer's min/max statistics (`prunable`): a join's key bounds, a
+//! TopK's threshold. Nothing is fetched or decoded for them.
+//!
 //! The scan answers "not pushed down" to every filter: the operators above still apply
 //! them, so what the decoder does not take is no loss, and a plan that travels to a worker
 //! without them stays correct.
@@ -21,7 +25,10 @@ use datafusion::arrow::datatypes::Schema;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::datasource::physical_plan::parquet::can_expr_be_pushed_down_with_schemas;
 use datafusion::error::Result;
-use datafusion::physical_expr::expressions::{DynamicFilterPhysicalExpr, InListExpr};
+use datafusion::logical_expr::Operator;
+use datafusion::physical_expr::expressions::{
+    lit, BinaryExpr, CaseExpr, DynamicFilterPhysicalExpr, InListExpr,
+};
 use datafusion::physical_expr::utils::{collect_columns, reassign_expr_columns};
 use datafusion::physical_expr::{conjunction_opt, split_conjunction, PhysicalExpr};
 use datafusion::physical_plan::joins::HashTableLookupExpr;
@@ -59,6 +66,69 @@ pub fn decodable(
     Ok(conjunction_opt(kept))
 }
 
+/// What of `predicate` (over `output`, the scan's projected schema) can rule out row groups
+/// by their statistics now, over `files` (the table's file columns): its dynamic filters as
+/// they stand, each loosened to what min/max pruning understands. A partitioned join's filter
+/// routes each row to its build partition's bounds (`CASE hash(key) % n WHEN i THEN …`); a row
+/// passing it passes one of the branches, so it becomes their `OR`. A hash-table lookup
+/// becomes `true` (statistics say nothing of it). Conjuncts over listing columns, and filters
+/// not yet known (`true`), are left out. `None` when nothing is left.
+pub fn prunable(
+    predicate: &Arc<dyn PhysicalExpr>,
+    output: &Schema,
+    files: &Schema,
+) -> Result<Option<Arc<dyn PhysicalExpr>>> {
+    let mut kept = Vec::new();
+    for conjunct in split_conjunction(predicate) {
+        if !is_dynamic(conjunct) {
+            continue;
+        }
+        let now = loosened(snapshot(conjunct)?)?;
+        let columns = collect_columns(&now);
+        let on_files = columns.iter().all(|c| {
+            files.field_with_name(c.name()).is_ok() && output.field_with_name(c.name()).is_ok()
+        });
+        if columns.is_empty() || !on_files {
+            continue;
+        }
+        kept.push(reassign_expr_columns(now, files)?);
+    }
+    Ok(conjunction_opt(kept))
+}
+
+/// `expr` with its dynamic filters replaced by their current state.
+fn snapshot(expr: &Arc<dyn PhysicalExpr>) -> Result<Arc<dyn PhysicalExpr>> {
+    Ok(Arc::clone(expr)
+        .transform_down(|e| match e.downcast_ref::<DynamicFilterPhysicalExpr>() {
+            Some(filter) => Ok(Transformed::yes(filter.current()?)),
+            None => Ok(Transformed::no(e)),
+        })?
+        .data)
+}
+
+/// `expr` as min/max pruning can use it (see `prunable`).
+fn loosened(expr: Arc<dyn PhysicalExpr>) -> Result<Arc<dyn PhysicalExpr>> {
+    Ok(expr
+        .transform_up(|e| {
+            if e.downcast_ref::<HashTableLookupExpr>().is_some() {
+                return Ok(Transformed::yes(lit(true)));
+            }
+            let Some(case) = e.downcast_ref::<CaseExpr>().filter(|c| c.expr().is_some()) else {
+                return Ok(Transformed::no(e));
+            };
+            let branches = case
+                .when_then_expr()
+                .iter()
+                .map(|(_, then)| Arc::clone(then));
+            let any = branches
+                .chain(case.else_expr().cloned())
+                .reduce(|a, b| Arc::new(BinaryExpr::new(a, Operator::Or, b)) as _)
+                .unwrap_or_else(|| lit(true));
+            Ok(Transformed::yes(any))
+        })?
+        .data)
+}
+
 /// Whether `filter` holds a dynamic filter (one the scan keeps, see the module).
 pub fn is_dynamic(filter: &Arc<dyn PhysicalExpr>) -> bool {
     filter
@@ -69,16 +139,8 @@ pub fn is_dynamic(filter: &Arc<dyn PhysicalExpr>) -> bool {
 /// `conjunct` with its dynamic filters replaced by their current state, if it has one and
 /// that state names keys in IN lists and looks up no hash table.
 fn named_keys(conjunct: &Arc<dyn PhysicalExpr>) -> Result<Option<Arc<dyn PhysicalExpr>>> {
-    let mut dynamic = false;
-    let now = Arc::clone(conjunct)
-        .transform_down(|e| match e.downcast_ref::<DynamicFilterPhysicalExpr>() {
-            Some(filter) => {
-                dynamic = true;
-                Ok(Transformed::yes(filter.current()?))
-            }
-            None => Ok(Transformed::no(e)),
-        })?
-        .data;
+    let dynamic = is_dynamic(conjunct);
+    let now = snapshot(conjunct)?;
     let has = |kind: fn(&dyn PhysicalExpr) -> bool| now.exists(|e| Ok(kind(e.as_ref())));
     let names_keys = has(|e| e.downcast_ref::<InListExpr>().is_some())?;
     let looks_up = has(|e| e.downcast_ref::<HashTableLookupExpr>().is_some())?;
@@ -154,5 +216,44 @@ mod tests {
         // predicate, nor the filter on a column decoded as bytes.
         let kept = decodable(&all, &output, &decoding).unwrap().unwrap();
         assert_eq!(kept.to_string(), "day@1 IN (SET) ([3, 5])");
+    }
+
+    #[test]
+    fn a_partitioned_join_s_bounds_prune_as_their_union_and_unknown_filters_are_left_out() {
+        use datafusion::physical_expr::expressions::CaseExpr;
+        let output = schema(&[("day", DataType::Int32), ("year", DataType::Utf8)]);
+        let files = schema(&[("id", DataType::Int64), ("day", DataType::Int32)]);
+        let on_day = join_filter("day", &output);
+        let on_year = join_filter("year", &output);
+        let both = conjunction_opt([Arc::clone(&on_day) as _, Arc::clone(&on_year) as _]).unwrap();
+        assert!(
+            prunable(&both, &output, &files).unwrap().is_none(),
+            "not known yet"
+        );
+        // CASE day % 2 WHEN 0 THEN day <= 3 ELSE day >= 8 END
+        let day = col("day", &output).unwrap();
+        let bound = |op, v: i32| binary(Arc::clone(&day), op, lit(v), &output).unwrap();
+        let routing = binary(Arc::clone(&day), Operator::Modulo, lit(2i32), &output).unwrap();
+        let case = CaseExpr::try_new(
+            Some(routing),
+            vec![(lit(0i32), bound(Operator::LtEq, 3))],
+            Some(bound(Operator::GtEq, 8)),
+        )
+        .unwrap();
+        on_day.update(Arc::new(case)).unwrap();
+        on_year
+            .update(
+                in_list(
+                    col("year", &output).unwrap(),
+                    vec![lit("x")],
+                    &false,
+                    &output,
+                )
+                .unwrap(),
+            )
+            .unwrap();
+        // The union of the branches, on the file schema's column; not the listing column.
+        let pruning = prunable(&both, &output, &files).unwrap().unwrap();
+        assert_eq!(pruning.to_string(), "day@1 <= 3 OR day@1 >= 8");
     }
 }

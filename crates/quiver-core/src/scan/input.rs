@@ -17,6 +17,7 @@ use super::stream::ScanCounters;
 use super::{BucketScanExec, ScanFile};
 use crate::bucket::Bucket;
 use crate::fetch::{coalesce, FetchOptions, FetchedBytes};
+use crate::metrics::QueryMetrics;
 use crate::read::ObjectReader;
 use crate::runtime::QuiverRuntime;
 
@@ -59,16 +60,24 @@ impl BucketScanExec {
         })
     }
 
-    /// `bucket` ready to decode: its bytes fetched, or, given its partition's counters and
-    /// a source that reads on demand, to be read as the decoder asks.
+    /// `planned` ready to decode, less the row groups dynamic filters now rule out: its
+    /// bytes fetched, or, given its partition's counters (the streaming scan's) and a source
+    /// that reads on demand, to be read as the decoder asks.
     pub(super) async fn read_bucket(
         &self,
         runtime: &QuiverRuntime,
-        bucket: &Bucket,
+        planned: &Bucket,
         counters: Option<&ScanCounters>,
     ) -> Result<PartitionedFile> {
+        let bucket = planned;
         let file = self.file_of(bucket)?;
         let opened = runtime.open(&file.meta, file.footer_len).await?;
+        let bucket = &self.still_needed(bucket, &opened)?;
+        let pruned = planned.row_groups.len() - bucket.row_groups.len();
+        QueryMetrics::add(&opened.reader.metrics().row_groups_pruned, pruned as u64);
+        if let Some(counters) = counters {
+            counters.row_groups_pruned_dynamic.add(pruned);
+        }
         let ranges = self.bucket_ranges(file, &opened, bucket)?;
         let lane = self.lane(bucket);
         let reader = &opened.reader;

@@ -3,12 +3,17 @@
 //! `EXPLAIN COST` both take it from here, so they never disagree.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use datafusion::error::Result;
+use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
+use datafusion::physical_plan::ExecutionPlan;
 
 use super::{BucketScanExec, ScanFile};
 use crate::bucket::Bucket;
 use crate::fetch::ProjectedColumns;
+use crate::prune::row_groups_passing;
+use crate::pushdown::prunable;
 use crate::runtime::{ParquetFile, QuiverRuntime};
 use crate::source::ObjectMeta;
 
@@ -42,6 +47,36 @@ impl BucketScanExec {
             });
         }
         Ok(reads)
+    }
+
+    /// `bucket` less the row groups that the dynamic filters pushed into the scan, as they
+    /// stand now, rule out by `opened`'s statistics (see `pushdown::prunable`): a join's
+    /// probe side opens its buckets once the build side is in, so its key bounds are known.
+    pub(super) fn still_needed(&self, bucket: &Bucket, opened: &ParquetFile) -> Result<Bucket> {
+        let unchanged = || Ok(bucket.clone());
+        let Some(filter) = &self.pushed_filter else {
+            return unchanged();
+        };
+        let files = Arc::new(self.file_schema());
+        let Some(predicate) = prunable(filter, &self.schema(), &files)? else {
+            return unchanged();
+        };
+        let builder = PruningPredicateBuilder::new().with_file_schema(Arc::clone(&files));
+        let Ok(pruning) = builder.try_build(predicate) else {
+            return unchanged();
+        };
+        let stored = opened.arrow_schema()?;
+        let groups = &bucket.row_groups;
+        let keep = row_groups_passing(&pruning, opened.metadata(), groups, &stored, &files);
+        let row_groups = groups
+            .iter()
+            .zip(keep)
+            .filter(|(_, k)| *k)
+            .map(|(rg, _)| *rg);
+        Ok(Bucket {
+            row_groups: row_groups.collect(),
+            ..bucket.clone()
+        })
     }
 
     /// The byte ranges of `bucket`'s projected column chunks in `file` (`opened`), sorted.
@@ -116,7 +151,17 @@ mod tests {
         LocalSource.head(path.to_str().unwrap()).await.unwrap()
     }
 
+    /// A scan of `name` (column 1) over `buckets` of the file at `meta`.
     fn scan(meta: &ObjectMeta, leaves: Option<Vec<usize>>, buckets: Vec<Bucket>) -> BucketScanExec {
+        scan_of(meta, leaves, buckets, 1)
+    }
+
+    fn scan_of(
+        meta: &ObjectMeta,
+        leaves: Option<Vec<usize>>,
+        buckets: Vec<Bucket>,
+        column: usize,
+    ) -> BucketScanExec {
         let schema = Arc::new(Schema::new(vec![
             Field::new("id", DataType::Int64, false),
             Field::new("name", DataType::Utf8, false),
@@ -127,7 +172,7 @@ mod tests {
             footer_len: None,
             leaves,
         };
-        let projection = Some(vec![1]); // `name` only
+        let projection = Some(vec![column]);
         let summary = ScanSummary::default();
         BucketScanExec::try_new(
             schema,
@@ -177,5 +222,40 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(planned[1].ranges, vec![chunk(2, 0)]);
+    }
+
+    #[tokio::test]
+    async fn a_bucket_drops_the_row_groups_a_dynamic_filter_rules_out_when_it_opens() {
+        use datafusion::logical_expr::Operator;
+        use datafusion::physical_expr::expressions::{binary, col, lit, DynamicFilterPhysicalExpr};
+        let dir = tempfile::tempdir().unwrap();
+        let meta = three_row_groups(dir.path()).await;
+        let runtime = QuiverRuntime::default();
+        let opened = runtime.open(&meta, None).await.unwrap();
+        let bucket = Bucket {
+            file: 0,
+            row_groups: vec![0, 1, 2],
+            bytes: 30,
+        };
+        // The scan outputs `id` only; a join's filter on it, before its build side is in.
+        let mut scan = scan_of(&meta, None, vec![bucket.clone()], 0);
+        let output = scan.schema();
+        let id = col("id", &output).unwrap();
+        let filter = Arc::new(DynamicFilterPhysicalExpr::new(
+            vec![Arc::clone(&id)],
+            lit(true),
+        ));
+        scan.pushed_filter = Some(Arc::clone(&filter) as _);
+        assert_eq!(
+            scan.still_needed(&bucket, &opened).unwrap().row_groups,
+            [0, 1, 2]
+        );
+        // Its bounds once known: ids 150..160 lie in row group 1 (ids 100..199).
+        let at_least = binary(Arc::clone(&id), Operator::GtEq, lit(150i64), &output).unwrap();
+        let at_most = binary(id, Operator::LtEq, lit(160i64), &output).unwrap();
+        filter
+            .update(binary(at_least, Operator::And, at_most, &output).unwrap())
+            .unwrap();
+        assert_eq!(scan.still_needed(&bucket, &opened).unwrap().row_groups, [1]);
     }
 }

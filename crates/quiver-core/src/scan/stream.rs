@@ -131,7 +131,7 @@ impl BucketFetch {
         let reservation =
             MemoryConsumer::new(format!("BucketScan[{}]", self.partition)).register(&self.pool);
         reservation.grow(bucket.bytes as usize);
-        let input = scan.read_bucket(runtime, &bucket, None).await?;
+        let input = (scan.read_bucket(runtime, &bucket, Some(&self.counters))).await?;
         let held = HeldBytes {
             _budget: permit,
             _reservation: reservation,
@@ -279,6 +279,8 @@ pub(super) struct ScanCounters {
     pub requests: Count,
     pub bytes_read: Count,
     pub cache_hit_bytes: Count,
+    /// Row groups a dynamic filter ruled out when their bucket opened.
+    pub row_groups_pruned_dynamic: Count,
 }
 
 impl ScanCounters {
@@ -288,6 +290,7 @@ impl ScanCounters {
             requests: counter("requests"),
             bytes_read: counter("bytes_read"),
             cache_hit_bytes: counter("cache_hit_bytes"),
+            row_groups_pruned_dynamic: counter("row_groups_pruned_dynamic"),
         }
     }
 
