@@ -97,7 +97,7 @@ pub fn prunable(
 }
 
 /// `expr` with its dynamic filters replaced by their current state.
-fn snapshot(expr: &Arc<dyn PhysicalExpr>) -> Result<Arc<dyn PhysicalExpr>> {
+pub fn snapshot(expr: &Arc<dyn PhysicalExpr>) -> Result<Arc<dyn PhysicalExpr>> {
     Ok(Arc::clone(expr)
         .transform_down(|e| match e.downcast_ref::<DynamicFilterPhysicalExpr>() {
             Some(filter) => Ok(Transformed::yes(filter.current()?)),

@@ -6,13 +6,14 @@
 //! scan of them holds no bucket whole.
 //!
 //! work (what travels) → reads (the read plan) → input (a bucket made ready to decode) →
-//! reader (the decoder's view of its bytes) → decode → stream (a partition's buckets, under
-//! memory admission) → this node.
+//! reader (the decoder's view of its bytes) → decode → sieve (dynamic filters on decoded
+//! rows, while they pay) → stream (a partition's buckets, under memory admission) → this node.
 
 mod decode;
 mod input;
 mod reader;
 mod reads;
+mod sieve;
 mod stream;
 mod work;
 
@@ -31,7 +32,7 @@ use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::filter_pushdown::{
     ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
 };
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
@@ -198,6 +199,23 @@ impl BucketScanExec {
         }
     }
 
+    /// Partition `partition`'s sieve over the dynamic filters pushed into the scan; none when
+    /// `datafusion.execution.parquet.pushdown_filters` is off, as the decoder then filters none.
+    fn sieve(&self, partition: usize, context: &TaskContext) -> Option<Arc<sieve::Sieve>> {
+        if !context
+            .session_config()
+            .options()
+            .execution
+            .parquet
+            .pushdown_filters
+        {
+            return None;
+        }
+        let filter = Arc::clone(self.pushed_filter.as_ref()?);
+        let dropped = MetricBuilder::new(&self.metrics).counter("rows_sifted", partition);
+        Some(Arc::new(sieve::Sieve::new(filter, dropped)))
+    }
+
     /// The file that `bucket` reads.
     fn file_of(&self, bucket: &Bucket) -> Result<&ScanFile> {
         self.files.get(bucket.file).ok_or_else(|| {
@@ -326,9 +344,10 @@ impl ExecutionPlan for BucketScanExec {
         })?;
         let runtime = QuiverRuntime::of(context.session_config())?;
         let scan = Arc::new(self.clone());
+        let sieve = self.sieve(partition, &context);
         Ok(match &self.fetched {
-            Some(inputs) => stream::decoding(scan, inputs, buckets.len(), &runtime, context),
-            None => stream::fetching(scan, partition, buckets, runtime, context),
+            Some(inputs) => stream::decoding(scan, inputs, buckets.len(), sieve, &runtime, context),
+            None => stream::fetching(scan, partition, buckets, sieve, runtime, context),
         })
     }
 }

@@ -25,6 +25,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit};
 
 use super::decode::{corrupt_data, naming_the_file};
 use super::input::BucketInput;
+use super::sieve::Sieve;
 use super::BucketScanExec;
 use crate::bucket::Bucket;
 use crate::error::contain_panic;
@@ -41,6 +42,7 @@ pub(super) fn fetching(
     scan: Arc<BucketScanExec>,
     partition: usize,
     buckets: Vec<Bucket>,
+    sieve: Option<Arc<Sieve>>,
     runtime: Arc<QuiverRuntime>,
     context: Arc<TaskContext>,
 ) -> SendableRecordBatchStream {
@@ -62,7 +64,10 @@ pub(super) fn fetching(
     let schema = scan.schema();
     let decode = move |input: PartitionedFile| {
         counters.record(std::slice::from_ref(&input));
-        scan.decode(input, Arc::clone(&context))
+        Ok(sifted(
+            scan.decode(input, Arc::clone(&context))?,
+            sieve.clone(),
+        ))
     };
     let done = move || QueryMetrics::add(&metrics.buckets_done, 1);
     Box::pin(RecordBatchStreamAdapter::new(
@@ -83,12 +88,16 @@ pub(super) fn decoding(
     scan: Arc<BucketScanExec>,
     inputs: &Arc<Vec<PartitionedFile>>,
     buckets: usize,
+    sieve: Option<Arc<Sieve>>,
     runtime: &QuiverRuntime,
     context: Arc<TaskContext>,
 ) -> SendableRecordBatchStream {
     let schema = scan.schema();
     let decoded = futures::stream::iter(inputs.as_ref().clone())
-        .map(move |input| scan.decode(input, Arc::clone(&context)))
+        .map(move |input| {
+            let decoded = scan.decode(input, Arc::clone(&context))?;
+            Ok::<_, datafusion::error::DataFusionError>(sifted(decoded, sieve.clone()))
+        })
         .try_flatten();
     let metrics = runtime.metrics();
     let finished = futures::stream::once(async move {
@@ -100,6 +109,19 @@ pub(super) fn decoding(
         .chain(finished)
         .filter_map(futures::future::ready);
     Box::pin(RecordBatchStreamAdapter::new(schema, stream))
+}
+
+/// `decoded` through `sieve`, if the scan has one.
+fn sifted(
+    decoded: SendableRecordBatchStream,
+    sieve: Option<Arc<Sieve>>,
+) -> SendableRecordBatchStream {
+    let Some(sieve) = sieve else {
+        return decoded;
+    };
+    let schema = decoded.schema();
+    let sifted = decoded.map(move |batch| sieve.sift(batch?));
+    Box::pin(RecordBatchStreamAdapter::new(schema, sifted))
 }
 
 /// What fetching one bucket of a partition needs.
