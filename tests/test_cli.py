@@ -365,7 +365,7 @@ def test_a_reader_that_stops_early_ends_the_output_quietly(quiver, tmp_path, fmt
 def test_profile_reports_requests_and_phases(quiver, data):
     proc = quiver.run("query", "--profile", "SELECT sum(id) FROM 'f.parquet'", cwd=data)
     assert proc.returncode == 0, proc.stderr
-    # The footer read takes the last 512 KiB: all of a small file, so no second request.
+    # A local footer read takes the last 64 KiB: all of a small file, so no second request.
     assert profile_number(proc.stderr, "requests:") == 1
     assert "time execute:" in proc.stderr
 
@@ -373,12 +373,12 @@ def test_profile_reports_requests_and_phases(quiver, data):
 def test_a_local_file_is_read_as_the_decoder_asks(quiver, tmp_path):
     """Local files are not fetched a bucket at a time but read as the decoder asks (the page
     cache is their fetching ahead), so a scan holds one row group, not a bucket: one read per
-    row group (its column chunks are adjacent), except what the footer's read (the file's
-    last 512 KiB) already holds, and nothing the plan did not foresee."""
+    row group (its column chunks are adjacent), except what the footer's read (a local file's
+    last 64 KiB) already holds, and nothing the plan did not foresee."""
     path = tmp_path / "ten.parquet"
     write(str(path), 400_000, row_group_size=40_000, compression="none")
     meta = pq.ParquetFile(path).metadata
-    tail = os.path.getsize(path) - 512 * 1024
+    tail = os.path.getsize(path) - 64 * 1024
     assert meta.num_row_groups == 10 and tail > 0
 
     def start(rg):

@@ -426,7 +426,7 @@ def test_explain_cost_foretells_the_gets_and_bytes_of_a_cold_run(s3_remote, n):
     spent = re.search(r"^cost: (\d+) GETs \((\d+) for footers\), (\d+) bytes, \$([0-9.]+)$",
                       proc.stderr, re.M)
     assert spent, proc.stderr
-    # --profile speaks of the last statement, the query: the views' footers are not in it.
+    # --profile speaks of the last statement, the query, which plans the views it names.
     p = profile(proc.stderr)
     assert (int(spent[1]), int(spent[2]), int(spent[3])) == \
         (p.requests, p.footer_requests, p.bytes_read), spent[0]

@@ -1,6 +1,6 @@
 //! Footers: read and parsed once per file, shared by every bucket of that file. The first
-//! read takes the file's last `FOOTER_READ_BYTES` in one request, which holds the whole
-//! footer of nearly every file; a larger footer costs exactly one more request. Where the
+//! read takes the file's last `ObjectSource::footer_read_bytes` in one request, which holds
+//! the whole footer of nearly every file; a larger footer costs exactly one more request. Where the
 //! footer's length is known (a Lambda worker, told by the planner), a large file's first
 //! read is exactly the footer.
 
@@ -18,10 +18,6 @@ use crate::fixed_decimals::{plain_decimals, PlainDecimals};
 use crate::metrics::{file_name, QueryMetrics, SpanKind};
 use crate::read::ObjectReader;
 use crate::source::ObjectMeta;
-
-/// 512 KiB: large enough for the footer of files with thousands of row groups, small enough
-/// that one request costs about what a 1-byte request costs against object storage.
-pub const FOOTER_READ_BYTES: u64 = 512 * 1024;
 
 /// The 8 bytes at the end of every Parquet file: footer length (u32 LE) and `PAR1`.
 const FOOTER_TAIL: u64 = 8;
@@ -148,9 +144,10 @@ async fn read_footer(
     }
     // A small file's tail is the whole file, whatever its footer's length: its column chunks
     // then cost no second request. A wrong `known_len` costs one more, like a long footer.
+    let read_bytes = reader.source.footer_read_bytes();
     let first = match known_len {
-        Some(len) if meta.size > FOOTER_READ_BYTES => len.saturating_add(FOOTER_TAIL),
-        _ => FOOTER_READ_BYTES,
+        Some(len) if meta.size > read_bytes => len.saturating_add(FOOTER_TAIL),
+        _ => read_bytes,
     }
     .min(meta.size);
     let lane = format!("{} footer", file_name(path));
@@ -317,8 +314,9 @@ mod tests {
     async fn a_known_footer_length_reads_exactly_the_footer_and_a_wrong_one_one_more_range() {
         let dir = tempfile::tempdir().unwrap();
         let (meta, footer_len) = large_file(dir.path()).await;
-        assert!(meta.size > FOOTER_READ_BYTES, "{} bytes", meta.size);
-        assert_eq!(cold_read(&meta, None).await, (1, FOOTER_READ_BYTES));
+        let read_bytes = LocalSource.footer_read_bytes();
+        assert!(meta.size > read_bytes && footer_len < read_bytes);
+        assert_eq!(cold_read(&meta, None).await, (1, read_bytes));
         assert_eq!(
             cold_read(&meta, Some(footer_len)).await,
             (1, footer_len + FOOTER_TAIL)

@@ -14,7 +14,7 @@ pub struct ScanFile {
     pub listing_values: Vec<Option<String>>,
     /// The encoded length of the file's footer, when the planner read it: a Lambda worker,
     /// whose footer cache is cold, then reads exactly the footer instead of the file's last
-    /// `FOOTER_READ_BYTES` (16 workers on one file read 8 MiB of tails otherwise).
+    /// `footer_read_bytes` (16 workers on one file read 8 MiB of tails otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub footer_len: Option<u64>,
     /// The Parquet leaf columns that store the scan's projected columns in this file, as

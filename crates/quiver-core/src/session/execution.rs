@@ -117,7 +117,8 @@ impl QuiverSession {
             .ok_or_else(|| DataFusionError::Plan("no SQL statement given".into()))?;
         let mut earlier = MetricsSnapshot::default();
         for statement in statements {
-            earlier.add(&self.run_statement(statement).await?.metrics.snapshot());
+            let output = self.stream_any(statement).await?.collect().await?;
+            earlier.add(&output.metrics.snapshot());
         }
         self.begin_query()?;
         let plan = self.logical_plan(last).await?;
@@ -125,8 +126,8 @@ impl QuiverSession {
     }
 
     /// What `sql` will cost (`EXPLAIN COST`): its last statement is planned, which reads
-    /// footers, and no data page is read; earlier statements run, and what they read counts
-    /// (a view's footers).
+    /// footers (those of the views it names, too: see `lazy_views`), and no data page is
+    /// read; earlier statements run, and what they read counts.
     pub async fn estimate_cost(&self, sql: &str) -> Result<Cost> {
         let (plan, mut planning) = self.plan_last(sql).await?;
         let reads = planned_reads(&plan, &self.runtime).await?;

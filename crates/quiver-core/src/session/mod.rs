@@ -5,13 +5,15 @@
 //! execution (plans run by the session's executor; EXPLAIN COST) · statements (dispatch,
 //! and the statements answered here: COPY, CALL, SUMMARIZE), and the SQL rewrites and
 //! optimizer rules they use (dialect, relations, virtual_columns, file_subqueries,
-//! listing_only, index_answers, index_calls, summarize).
+//! listing_only, index_answers, index_calls, summarize); lazy_views (views planned when
+//! first named).
 
 mod dialect;
 mod execution;
 mod file_subqueries;
 mod index_answers;
 mod index_calls;
+mod lazy_views;
 mod listing_only;
 mod output;
 mod planning;
@@ -60,6 +62,7 @@ pub struct QuiverSession {
     context: SessionContext,
     runtime: Arc<QuiverRuntime>,
     tables: Arc<relations::ResolvedTables>,
+    views: lazy_views::LazyViews,
     pool: ComputePool,
     options: SessionOptions,
     remote: Option<Arc<dyn FragmentRunner>>,
@@ -128,6 +131,7 @@ impl QuiverSession {
             context,
             runtime,
             tables,
+            views: Default::default(),
             pool,
             options,
             remote: None,

@@ -33,6 +33,7 @@ impl QuiverSession {
 
     /// Plans a statement (see the module's comment).
     pub(super) async fn logical_plan(&self, mut statement: Statement) -> Result<LogicalPlan> {
+        self.plan_named_views(&statement).await?;
         if let Statement::Statement(inner) = &mut statement {
             relations::describe_path_as_query(inner);
         }
@@ -78,7 +79,11 @@ impl QuiverSession {
 
     /// Each path table made from its listing alone (with the virtual columns when the
     /// statement `named` one), and registered for the planner.
-    async fn list_path_tables(&self, found: &[PathTable], named: bool) -> Result<Vec<QuiverTable>> {
+    pub(super) async fn list_path_tables(
+        &self,
+        found: &[PathTable],
+        named: bool,
+    ) -> Result<Vec<QuiverTable>> {
         let s3 = &self.runtime.query().settings.s3;
         let mut listed = Vec::with_capacity(found.len());
         for path_table in found {

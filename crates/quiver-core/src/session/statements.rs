@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::Schema;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::sql::parser::{CopyToSource, CopyToStatement, DFParser, Statement};
 use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
@@ -54,12 +55,16 @@ impl QuiverSession {
     }
 
     /// COPY, the CALLs we answer ourselves, or a statement for DataFusion.
-    async fn stream_any(&self, statement: Statement) -> Result<QueryStream> {
+    pub(super) async fn stream_any(&self, statement: Statement) -> Result<QueryStream> {
         let inner = match statement {
             Statement::CopyTo(copy) => return Ok(self.run_copy(copy).await?.into_stream()),
             Statement::Statement(inner) => inner,
             other => return self.stream_statement(other).await,
         };
+        if self.defer_view(&inner).await? {
+            let nothing = RecordBatch::new_empty(Arc::new(Schema::empty()));
+            return Ok(QueryOutput::of(nothing, self.runtime.metrics()).into_stream());
+        }
         if let SqlStatement::Call(function) = inner.as_ref() {
             if let Some(call) = index_calls::index_call(function) {
                 return Ok(self.run_index_call(call?).await?.into_stream());

@@ -137,6 +137,12 @@ impl ObjectSource for LocalSource {
         false
     }
 
+    /// 64 KiB: a local read of more only copies pages it does not need (24 TPC-DS tables'
+    /// footers read as 512 KiB each were half of a 34 ms script of views).
+    fn footer_read_bytes(&self) -> u64 {
+        64 * 1024
+    }
+
     fn reads_on_demand(&self) -> bool {
         true
     }

@@ -112,6 +112,13 @@ pub trait ObjectSource: Debug + Send + Sync {
         })
     }
 
+    /// The bytes a footer's first read takes from the end of a file: as many as cost about
+    /// what one byte costs, so that nearly every footer takes one read. Object storage: 512
+    /// KiB, for a round trip's worth.
+    fn footer_read_bytes(&self) -> u64 {
+        512 * 1024
+    }
+
     /// Whether fetched bytes are worth keeping in the block cache. Local disk says no: the
     /// OS's page cache keeps its hot pages, and a second copy would only take memory (a
     /// large export's peak grew with the file, up to the cache's 256 MiB).
