@@ -39,8 +39,7 @@ def run(bench, name, title, intro, tables, queries, files, chart_title, *, peak_
 
 def statement_section(results, base, peers, views):
     """Quiver's hot run split: the statement (its --profile `time plan` + `time execute`)
-    and the rest of the process (start, the views and their footers, the answer written as
-    Arrow to a pipe), which the in-process peers do not pay in the same way."""
+    and the rest of the process (start, the views, the answer written as Arrow to a pipe), which the in-process peers do not pay in the same way."""
     if base.name != "quiver":
         return ""
     datafusion = next((p for p in peers if p.name == "datafusion"), None)
@@ -65,7 +64,8 @@ def statement_section(results, base, peers, views):
     return ("\n### Quiver's hot run: the statement and the rest of the process\n\n"
             f"The whole process (as timed above), its last statement's own time (`time plan` + "
             f"`time execute` from `--profile`), and the rest in ms: process start, the {views} "
-            f"views (each reads its file's footer), the answer written as Arrow IPC to the "
+            f"views (each lists its paths; the views the query names are planned, their "
+            f"footers read, in its `time plan`), the answer written as Arrow IPC to the "
             f"harness. The peers run in the harness's process; their times include their "
             f"session and views, not a process start{geomean}.\n\n"
             + report.table(["query", "process s", "statement s", "rest ms",
