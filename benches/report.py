@@ -89,6 +89,18 @@ def ratio_table(results, base, peers, kinds):
     return table(header, rows)
 
 
+def timing_sections(results, bench, kinds=("cold", "hot")):
+    """The hot and cold time tables and the ratio against each peer: the core of a report
+    whose runs are timed cold and hot."""
+    engines, base = bench.engines, bench.base
+    return (f"\n### Hot: best of {bench.mode.reps} run(s), seconds\n\n"
+            + time_table(results, engines, "hot")
+            + "\n### Cold: first run, data files out of the page cache, seconds\n\n"
+            + time_table(results, engines, "cold")
+            + f"\n### {base.label} against each peer (below 1x: {base.label} is faster)\n\n"
+            + ratio_table(results, base, bench.peers, kinds))
+
+
 def per_query_ratio_table(results, base, peers, kinds):
     """Queries down; base/peer for each peer and kind across; the geomean in the last row."""
     header = ["query"] + [f"/ {p.label} {kind}" for p in peers for kind in kinds]

@@ -19,13 +19,8 @@ def run(bench, name, title, intro, tables, queries, files, chart_title, *, peak_
         key = (keys or {}).get(label)
         results[label] = bench.compare(f"{name} {label}", setup, sql, files, keys=key)
     engines, base, peers = bench.engines, bench.base, bench.peers
-    body = (intro
-            + f"\n\n### Hot: best of {bench.mode.reps} run(s), seconds\n\n"
-            + report.time_table(results, engines, "hot")
-            + "\n### Cold: first run, data files out of the page cache, seconds\n\n"
-            + report.time_table(results, engines, "cold")
-            + f"\n### {base.label} against each peer (below 1x: {base.label} is faster)\n\n"
-            + report.ratio_table(results, base, peers, KINDS)
+    body = (intro + "\n"
+            + report.timing_sections(results, bench, KINDS)
             + f"\n### {base.label} / peer per query (below 1x: {base.label} is faster)\n\n"
             + report.per_query_ratio_table(results, base, peers, KINDS)
             + statement_section(results, base, peers, len(tables))

@@ -46,12 +46,7 @@ def run(bench):
     body = (f"{n:,} files of {data.SMALL_FILE_ROWS:,} rows under `{root}/events/`, "
             f"{data.FILES_PER_DAY} a day from {data.FIRST_DAY}.\n\n" + queries
             + "\nPath columns per engine:\n\n" + columns
-            + f"\n### Hot: best of {bench.mode.reps} run(s), seconds\n\n"
-            + report.time_table(results, engines, "hot")
-            + "\n### Cold: first run, data files out of the page cache, seconds\n\n"
-            + report.time_table(results, engines, "cold")
-            + f"\n### {base.label} against each peer (below 1x: {base.label} is faster)\n\n"
-            + report.ratio_table(results, base, peers, KINDS)
+            + report.timing_sections(results, bench, KINDS)
             + f"\n### What {base.label} read (its --profile, cold run)\n\n"
             + report.table(["query", "files", "requests"], stats)
             + "\n### Notes\n\n" + report.notes(results, engines))
