@@ -260,3 +260,50 @@ def test_quiver_alone_runs_piped_sql_as_a_script(quiver, typed):
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"│\s+n\s+│", proc.stdout) and re.search(r"│\s+3\s+│", proc.stdout)
     assert "shell" in quiver.ok("--help")
+
+
+# DuckDB's values, names and identifiers
+
+
+def test_arithmetic_and_casts_give_duckdb_values(quiver, typed):
+    sql = ("SELECT 7 / 2 AS a, 1 / 3 AS b, 7 // 2 AS c, -7 // 2 AS d, 2 ^ 3 AS e, "
+           "xor(2, 3) AS f, CAST(3.7 AS INTEGER) AS g, CAST(2.5 AS INTEGER) AS h, "
+           "CAST(2.5::DOUBLE AS INTEGER) AS i, CAST(3.5::DOUBLE AS INTEGER) AS j, "
+           "CAST(-2.5 AS INTEGER) AS k, sum(id) / count(*) AS l, sum(price) / 2 AS m, "
+           "CAST(sum(ratio) AS BIGINT) AS n, 1 / 0 AS o FROM 't.parquet'")
+    header, rows = quiver.csv(sql, cwd=typed)
+    theirs_header, theirs = duck(sql, typed)
+    assert header == theirs_header
+    assert [float(v) for v in rows[0]] == [float(v) for v in theirs[0]], (rows, theirs)
+
+
+def test_duckdb_function_names_give_duckdb_answers(quiver, typed):
+    sql = ("SELECT strlen(name), year(day), month(day), day(day), dayofweek(day), hour(\"at\"), "
+           "count_if(ok), arg_max(name, id), min_by(id, ratio), "
+           "regexp_matches(name, '^[ab]'), lcase('AB'), suffix('abc', 'bc') "
+           "FROM 't.parquet' WHERE id = 1 GROUP BY ALL")
+    header, rows = quiver.csv(sql, cwd=typed)
+    theirs_header, theirs = duck(sql, typed)
+    assert header[0] == "strlen(name)"
+    lower = lambda row: [v.lower().replace(" ", "") for v in row]
+    assert lower(rows[0]) == lower(theirs[0]), (rows, theirs)
+
+
+def test_identifiers_match_columns_whatever_their_case(quiver, tmp_path):
+    hits = pa.table({"AdvEngineID": pa.array([0, 2, 2, 3], pa.int16()),
+                     "UserID": pa.array([1, 2, 3, 4], pa.int64())})
+    pq.write_table(hits, tmp_path / "hits.parquet")
+    # ClickBench's own spelling, through a view, as DuckDB runs it.
+    sql = ("CREATE VIEW hits AS SELECT * FROM 'hits.parquet'; "
+           "SELECT AdvEngineID, COUNT(*) AS c, count(DISTINCT userid) AS u FROM hits "
+           "WHERE advengineid <> 0 GROUP BY \"advengineid\" ORDER BY C DESC")
+    header, rows = quiver.csv(sql, cwd=tmp_path)
+    expected = (["AdvEngineID", "c", "u"], [["2", "2", "2"], ["3", "1", "1"]])
+    assert duck(sql, tmp_path) == expected
+    assert (header, rows) == expected
+    pq.write_table(pa.table({"id": [1], "ID": [2]}), tmp_path / "two.parquet")
+    proc = quiver.run("query", "SELECT Id FROM 'two.parquet'", cwd=tmp_path)
+    error = proc.stderr
+    assert proc.returncode != 0
+    assert '"ID" and "id"' in error or '"id" and "ID"' in error, error
+    assert quiver.csv("SELECT id, ID FROM 'two.parquet'", cwd=tmp_path)[1] == [["1", "2"]]

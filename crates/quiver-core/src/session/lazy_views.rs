@@ -135,7 +135,7 @@ impl QuiverSession {
         Ok(true)
     }
 
-    fn table_reference(
+    pub(super) fn table_reference(
         &self,
         name: &datafusion::sql::sqlparser::ast::ObjectName,
     ) -> Result<TableReference> {

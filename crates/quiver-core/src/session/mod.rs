@@ -4,11 +4,11 @@
 //! output (what a statement answers) · planning (statements to plans, path tables) ·
 //! execution (plans run by the session's executor; EXPLAIN COST) · statements (dispatch,
 //! and the statements answered here: COPY, CALL, SUMMARIZE), and the SQL rewrites and
-//! optimizer rules they use (dialect, relations, virtual_columns, file_subqueries,
-//! listing_only, index_answers, index_calls, summarize); lazy_views (views planned when
-//! first named).
+//! optimizer rules they use (duckdb: DuckDB's SQL where DataFusion's differs; relations,
+//! virtual_columns, file_subqueries, listing_only, index_answers, index_calls, summarize);
+//! lazy_views (views planned when first named).
 
-mod dialect;
+mod duckdb;
 mod execution;
 mod file_subqueries;
 mod index_answers;
@@ -84,6 +84,9 @@ impl QuiverSession {
             // Filters pushed into the scan filter rows as the decoder reads them (see
             // `pushdown`); DataFusion's own default is off.
             .set_bool("datafusion.execution.parquet.pushdown_filters", true)
+            // `2.5` is a DECIMAL, as in DuckDB (so `CAST(2.5 AS INT)` rounds as DuckDB's does,
+            // and `price < 2.5` compares decimals); DataFusion's default reads a DOUBLE.
+            .set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
             // Natively DataFusion spreads a scan of fewer partitions than threads (a small
             // table is one bucket) over every thread, as it does for its own scan. Fragments
             // are cut below the first exchange, so there a round-robin exchange above the
@@ -109,7 +112,10 @@ impl QuiverSession {
         let state = SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(memory)
+            // Before DataFusion's own planners: DuckDB's `/`, `//` and `^` (see `operators`).
+            .with_expr_planners(vec![Arc::new(duckdb::operators::DuckDbOperators)])
             .with_default_features()
+            .with_analyzer_rules(duckdb_then_default_analyzer_rules())
             .with_physical_optimizer_rule(Arc::new(crate::filter_order::CheapConjunctsFirst))
             .build();
         let context = SessionContext::new_with_state(state);
@@ -215,4 +221,13 @@ impl QuiverSession {
             .options_mut()
             .set(key, value)
     }
+}
+
+/// DataFusion's analyzer rules, after DuckDB's casts (which must see the casts the SQL wrote,
+/// before type coercion adds its own).
+fn duckdb_then_default_analyzer_rules() -> Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> {
+    let mut rules: Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> =
+        vec![Arc::new(duckdb::rounding_casts::RoundingCasts)];
+    rules.extend(datafusion::optimizer::Analyzer::new().rules);
+    rules
 }

@@ -18,6 +18,8 @@ use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 use super::listing_only::answers_from_listing;
+use super::duckdb::{from_first, function_names};
+use super::duckdb::identifiers::{self, Spellings};
 use super::relations::{self, path_tables, uses_wildcard, PathTable};
 use super::{file_subqueries, virtual_columns, QuiverSession};
 use crate::metadata::MetadataTable;
@@ -36,6 +38,7 @@ impl QuiverSession {
         self.plan_named_views(&statement).await?;
         if let Statement::Statement(inner) = &mut statement {
             relations::describe_path_as_query(inner);
+            from_first::select_star_when_from_first(inner);
         }
         let statement = self.answer_file_subqueries(statement).await;
         let found = self.path_tables_of(&statement)?;
@@ -51,13 +54,16 @@ impl QuiverSession {
     ) -> Result<LogicalPlan> {
         let state = self.context.state();
         if found.is_empty() {
-            return state.statement_to_plan(statement.clone()).await;
+            return state.statement_to_plan(self.resolved(statement).await?).await;
         }
         let named = virtual_columns::names_virtual_column(&statement.to_string());
         let listed = self.list_path_tables(found, named).await?;
         let planned = match wildcard_in(statement) {
             true => None,
-            false => state.statement_to_plan(statement.clone()).await.ok(),
+            false => match self.resolved(statement).await {
+                Ok(resolved) => state.statement_to_plan(resolved).await.ok(),
+                Err(_) => None,
+            },
         };
         if let Some(plan) = planned {
             if state
@@ -68,13 +74,42 @@ impl QuiverSession {
             }
         }
         self.complete_path_tables(found, listed).await?;
-        let mut statement = statement.clone();
+        let mut statement = self.resolved(statement).await?;
         if let (true, Some(inner)) = (named, sql_statement(&mut statement)) {
             virtual_columns::hide_from_wildcards(inner, &|factor: &TableFactor| {
                 relations::relation_of(factor, &self.tables)
             });
         }
         state.statement_to_plan(statement).await
+    }
+
+    /// `statement` as DuckDB reads it: its DuckDB-only calls expanded (`function_names`) and
+    /// its identifiers in the case the tables it names store them (`identifiers`), as those
+    /// tables are now.
+    async fn resolved(&self, statement: &Statement) -> Result<Statement> {
+        let mut statement = statement.clone();
+        let Some(inner) = sql_statement(&mut statement) else {
+            return Ok(statement);
+        };
+        function_names::expand_duckdb_functions(inner);
+        let mut spellings = Spellings::default();
+        identifiers::add_defined_names(inner, &mut spellings);
+        let mut add_columns = |table: &dyn TableProvider| {
+            table.schema().fields().iter().for_each(|f| spellings.add(f.name()));
+        };
+        for path_table in path_tables(inner)? {
+            if let Some(table) = self.tables.get(&path_table.key) {
+                add_columns(table.as_ref());
+            }
+        }
+        for name in identifiers::named_tables(inner) {
+            // A table that is not there is DataFusion's to report.
+            if let Ok(table) = self.context.table_provider(self.table_reference(&name)?).await {
+                add_columns(table.as_ref());
+            }
+        }
+        identifiers::resolve_identifiers(inner, &spellings)?;
+        Ok(statement)
     }
 
     /// Each path table made from its listing alone (with the virtual columns when the

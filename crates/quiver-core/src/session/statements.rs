@@ -15,7 +15,8 @@ use futures::TryStreamExt;
 use web_time::Instant;
 
 use super::output::{QueryOutput, QueryStream};
-use super::{dialect, index_calls, summarize, QuiverSession};
+use super::duckdb::dialect;
+use super::{index_calls, summarize, QuiverSession};
 use crate::copy::{self, CopyTarget, Destination, WrittenFile};
 use crate::exec::{travelling_fragments, with_build_sides, ExecutorKind};
 use crate::index::{build_index, refresh_index, show_index};

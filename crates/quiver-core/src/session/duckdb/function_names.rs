@@ -1,0 +1,209 @@
+//! DuckDB's function names that DataFusion lacks, written as DataFusion expressions before
+//! planning: a table of macros, as DuckDB defines many of its own functions. `year(d)`
+//! becomes `CAST(date_part('year', d) AS BIGINT)`, `count_if(c)` a `count` of a CASE, and so
+//! on. A select item whose meaning DuckDB's rules change (a call expanded here, or `/`, `//`
+//! or `^`, which `operators` plans) is named by its SQL text, as DuckDB names it (`year(d)`,
+//! `7 / 2`), not by DataFusion's name for the expansion (which drops casts, so `7 / 2` and
+//! `7 // 2` would be one name twice). Calls with a window, FILTER or ORDER BY of their own are left alone, as are
+//! calls with another number of arguments (DataFusion then says the function is unknown).
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions, BinaryOperator, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident,
+    ObjectNamePart, Select, SelectItem, VisitMut, VisitorMut,
+};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+
+/// DuckDB's name, its number of arguments (`None`: any), and its expansion, where `$n` is
+/// the n-th argument and `$*` all of them.
+const MACROS: &[(&str, Option<usize>, &str)] = &[
+    // Strings.
+    ("strlen", Some(1), "octet_length($1)"),
+    ("lcase", Some(1), "lower($1)"),
+    ("ucase", Some(1), "upper($1)"),
+    ("prefix", Some(2), "starts_with($1, $2)"),
+    ("suffix", Some(2), "ends_with($1, $2)"),
+    ("string_split", Some(2), "string_to_array($1, $2)"),
+    ("str_split", Some(2), "string_to_array($1, $2)"),
+    ("regexp_matches", Some(2), "regexp_like($1, $2)"),
+    ("regexp_matches", Some(3), "regexp_like($1, $2, $3)"),
+    ("regexp_full_match", Some(2), "regexp_like($1, '^(?:' || $2 || ')$')"),
+    // Dates and times: DuckDB's parts are BIGINT.
+    ("year", Some(1), "CAST(date_part('year', $1) AS BIGINT)"),
+    ("quarter", Some(1), "CAST(date_part('quarter', $1) AS BIGINT)"),
+    ("month", Some(1), "CAST(date_part('month', $1) AS BIGINT)"),
+    ("week", Some(1), "CAST(date_part('week', $1) AS BIGINT)"),
+    ("weekofyear", Some(1), "CAST(date_part('week', $1) AS BIGINT)"),
+    ("day", Some(1), "CAST(date_part('day', $1) AS BIGINT)"),
+    ("dayofmonth", Some(1), "CAST(date_part('day', $1) AS BIGINT)"),
+    ("dayofweek", Some(1), "CAST(date_part('dow', $1) AS BIGINT)"),
+    ("dayofyear", Some(1), "CAST(date_part('doy', $1) AS BIGINT)"),
+    ("hour", Some(1), "CAST(date_part('hour', $1) AS BIGINT)"),
+    ("minute", Some(1), "CAST(date_part('minute', $1) AS BIGINT)"),
+    ("second", Some(1), "CAST(date_part('second', $1) AS BIGINT)"),
+    ("epoch", Some(1), "CAST(date_part('epoch', $1) AS DOUBLE)"),
+    ("today", Some(0), "current_date()"),
+    // Lists.
+    ("list_value", None, "make_array($*)"),
+    ("list_pack", None, "make_array($*)"),
+    // Aggregates.
+    ("count_if", Some(1), "count(CASE WHEN $1 THEN 1 END)"),
+    ("countif", Some(1), "count(CASE WHEN $1 THEN 1 END)"),
+    ("first", Some(1), "first_value($1)"),
+    ("last", Some(1), "last_value($1)"),
+    ("list", Some(1), "array_agg($1)"),
+    ("group_concat", Some(1), "string_agg($1, ',')"),
+    ("group_concat", Some(2), "string_agg($1, $2)"),
+    // DuckDB skips rows whose key is NULL.
+    ("arg_max", Some(2), "first_value($1 ORDER BY $2 DESC) FILTER (WHERE $2 IS NOT NULL)"),
+    ("max_by", Some(2), "first_value($1 ORDER BY $2 DESC) FILTER (WHERE $2 IS NOT NULL)"),
+    ("arg_min", Some(2), "first_value($1 ORDER BY $2 ASC) FILTER (WHERE $2 IS NOT NULL)"),
+    ("min_by", Some(2), "first_value($1 ORDER BY $2 ASC) FILTER (WHERE $2 IS NOT NULL)"),
+];
+
+/// Expands every DuckDB-only call of `statement` (see the module's comment).
+pub fn expand_duckdb_functions<V: VisitMut>(statement: &mut V) {
+    struct Expander;
+    impl VisitorMut for Expander {
+        type Break = ();
+        // Before the calls inside are expanded: the name is the text the user wrote.
+        fn pre_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
+            for item in &mut select.projection {
+                if let SelectItem::UnnamedExpr(expr) = item {
+                    let name = expr.to_string();
+                    let mut expanded = expr.clone();
+                    let _ = expanded.visit(&mut Expander);
+                    if expanded != *expr || has_duckdb_operator(expr) {
+                        *item = SelectItem::ExprWithAlias {
+                            expr: expanded,
+                            alias: Ident::with_quote('"', name),
+                        };
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        }
+        // After the arguments: they are expanded already.
+        fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+            if let Expr::Function(function) = expr {
+                if let Some(expanded) = expansion(function) {
+                    *expr = expanded;
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = statement.visit(&mut Expander);
+}
+
+/// Whether `expr` uses an operator whose meaning DuckDB's rules change (see `operators`).
+fn has_duckdb_operator(expr: &Expr) -> bool {
+    let found = visit_expressions(expr, |e| match e {
+        Expr::BinaryOp { op, .. }
+            if matches!(
+                op,
+                BinaryOperator::Divide
+                    | BinaryOperator::DuckIntegerDivide
+                    | BinaryOperator::MyIntegerDivide
+                    | BinaryOperator::BitwiseXor
+            ) =>
+        {
+            ControlFlow::Break(())
+        }
+        _ => ControlFlow::Continue(()),
+    });
+    found.is_break()
+}
+
+/// The DataFusion expression for a DuckDB-only call, if it is one.
+fn expansion(function: &Function) -> Option<Expr> {
+    let [ObjectNamePart::Identifier(name)] = function.name.0.as_slice() else {
+        return None;
+    };
+    if function.over.is_some() || function.filter.is_some() || !function.within_group.is_empty()
+    {
+        return None;
+    }
+    let args = plain_args(&function.args)?;
+    if name.value.eq_ignore_ascii_case("xor") {
+        // `^` is power in DuckDB (see `operators`); XOR is the operator `#` parses to.
+        let [left, right] = <[Expr; 2]>::try_from(args).ok()?;
+        return Some(Expr::Nested(Box::new(Expr::BinaryOp {
+            left: Box::new(left),
+            op: BinaryOperator::PGBitwiseXor,
+            right: Box::new(right),
+        })));
+    }
+    let (_, _, template) = MACROS.iter().find(|(macro_name, arity, _)| {
+        name.value.eq_ignore_ascii_case(macro_name) && arity.is_none_or(|n| n == args.len())
+    })?;
+    let all = args.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    let mut text = template.replace("$*", &all);
+    // From the highest: `$1` must not take the start of `$10`.
+    for (index, arg) in args.iter().enumerate().rev() {
+        text = text.replace(&format!("${}", index + 1), &format!("({arg})"));
+    }
+    let parsed = Parser::new(&GenericDialect {})
+        .try_with_sql(&text)
+        .and_then(|mut parser| parser.parse_expr())
+        .ok()?;
+    Some(Expr::Nested(Box::new(parsed)))
+}
+
+/// The arguments of a call with positional arguments only, and no DISTINCT, ORDER BY or
+/// other clause inside its parentheses.
+fn plain_args(args: &FunctionArguments) -> Option<Vec<Expr>> {
+    let list = match args {
+        FunctionArguments::None => return Some(vec![]),
+        FunctionArguments::List(list) if list.duplicate_treatment.is_none() => list,
+        _ => return None,
+    };
+    if !list.clauses.is_empty() {
+        return None;
+    }
+    list.args
+        .iter()
+        .map(|arg| match arg {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(expr)) => Some(expr.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expanded(sql: &str) -> String {
+        let mut statement = Parser::parse_sql(&GenericDialect {}, sql).unwrap().remove(0);
+        expand_duckdb_functions(&mut statement);
+        statement.to_string()
+    }
+
+    #[test]
+    fn duckdb_only_calls_expand_and_keep_their_names() {
+        assert_eq!(
+            expanded("SELECT strlen(s), year(d) + 1 AS y FROM t WHERE count_if(b) > 0"),
+            "SELECT (octet_length((s))) AS \"strlen(s)\", \
+             (CAST(date_part('year', (d)) AS BIGINT)) + 1 AS y FROM t \
+             WHERE (count(CASE WHEN (b) THEN 1 END)) > 0"
+        );
+        assert_eq!(
+            expanded("SELECT xor(2, 3) AS x, list_value(1, 2) AS l"),
+            "SELECT (2 # 3) AS x, (make_array(1, 2)) AS l"
+        );
+        // Named as written: DataFusion would name both `Int64(7) / Int64(2)`.
+        assert_eq!(
+            expanded("SELECT 7 / 2, 7 // 2, a FROM t"),
+            "SELECT 7 / 2 AS \"7 / 2\", 7 // 2 AS \"7 // 2\", a FROM t"
+        );
+    }
+
+    #[test]
+    fn other_calls_and_other_arities_are_left_alone() {
+        let sql = "SELECT year(d, 1), upper(s), first(x) OVER () FROM t";
+        assert_eq!(expanded(sql), sql);
+    }
+}
