@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the browser build and its tests need; safe to run again (skips what is there).
+#   rust:  the wasm32 target, the pinned nightly with rust-src, clang (setup-wasm-toolchain.sh)
 #   apt:   chromium (Debian's; Playwright drives it, no browser is ever downloaded)
 #   cargo: wasm-bindgen-cli at the version in Cargo.lock, and wasm-pack, into
 #          ~/.cache/quiver-tools (outside the clone, so CI reuses them)
@@ -9,6 +10,8 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh   # QUIVER_TOOLS on PATH
 
 say() { echo "setup-web: $*"; }
+
+scripts/setup-wasm-toolchain.sh
 
 if [ -x /usr/bin/chromium ]; then
   say "chromium present"

@@ -26,26 +26,5 @@ if ! rustup component list --installed | grep -q '^clippy' || ! rustup component
   rustup component add clippy rustfmt
 fi
 
-if rustup target list --installed | grep -qx wasm32-unknown-unknown; then
-  say "wasm32-unknown-unknown target present"
-else
-  say "adding wasm32-unknown-unknown target"
-  rustup target add wasm32-unknown-unknown
-fi
-
-if rustup component list --toolchain "$QUIVER_NIGHTLY" --installed 2>/dev/null | grep -q '^rust-src'; then
-  say "$QUIVER_NIGHTLY with rust-src present"
-else
-  say "installing $QUIVER_NIGHTLY with rust-src"
-  rustup toolchain install "$QUIVER_NIGHTLY" --profile minimal --component rust-src
-fi
-
-if command -v clang >/dev/null; then
-  say "clang present"
-else
-  say "installing clang"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq clang >/dev/null
-fi
+scripts/setup-wasm-toolchain.sh
 say "done"

@@ -223,11 +223,12 @@ impl QuiverSession {
     }
 }
 
-/// DataFusion's analyzer rules, after DuckDB's casts (which must see the casts the SQL wrote,
-/// before type coercion adds its own).
-fn duckdb_then_default_analyzer_rules() -> Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> {
+/// DataFusion's analyzer rules, after DuckDB's typed meanings (which must see the SQL's own
+/// casts and arguments, before type coercion changes them).
+fn duckdb_then_default_analyzer_rules(
+) -> Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> {
     let mut rules: Vec<Arc<dyn datafusion::optimizer::AnalyzerRule + Send + Sync>> =
-        vec![Arc::new(duckdb::rounding_casts::RoundingCasts)];
+        vec![Arc::new(duckdb::typed::DuckDbTypedMeanings)];
     rules.extend(datafusion::optimizer::Analyzer::new().rules);
     rules
 }

@@ -17,9 +17,9 @@ use datafusion::sql::sqlparser::ast::{Statement as SqlStatement, TableFactor};
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
-use super::listing_only::answers_from_listing;
-use super::duckdb::{from_first, function_names};
 use super::duckdb::identifiers::{self, Spellings};
+use super::duckdb::{from_first, function_names, precedence};
+use super::listing_only::answers_from_listing;
 use super::relations::{self, path_tables, uses_wildcard, PathTable};
 use super::{file_subqueries, virtual_columns, QuiverSession};
 use crate::metadata::MetadataTable;
@@ -39,6 +39,7 @@ impl QuiverSession {
         if let Statement::Statement(inner) = &mut statement {
             relations::describe_path_as_query(inner);
             from_first::select_star_when_from_first(inner);
+            precedence::power_binds_tightest(inner);
         }
         let statement = self.answer_file_subqueries(statement).await;
         let found = self.path_tables_of(&statement)?;
@@ -54,7 +55,9 @@ impl QuiverSession {
     ) -> Result<LogicalPlan> {
         let state = self.context.state();
         if found.is_empty() {
-            return state.statement_to_plan(self.resolved(statement).await?).await;
+            return state
+                .statement_to_plan(self.resolved(statement).await?)
+                .await;
         }
         let named = virtual_columns::names_virtual_column(&statement.to_string());
         let listed = self.list_path_tables(found, named).await?;
@@ -95,7 +98,11 @@ impl QuiverSession {
         let mut spellings = Spellings::default();
         identifiers::add_defined_names(inner, &mut spellings);
         let mut add_columns = |table: &dyn TableProvider| {
-            table.schema().fields().iter().for_each(|f| spellings.add(f.name()));
+            table
+                .schema()
+                .fields()
+                .iter()
+                .for_each(|f| spellings.add(f.name()));
         };
         for path_table in path_tables(inner)? {
             if let Some(table) = self.tables.get(&path_table.key) {
@@ -104,7 +111,11 @@ impl QuiverSession {
         }
         for name in identifiers::named_tables(inner) {
             // A table that is not there is DataFusion's to report.
-            if let Ok(table) = self.context.table_provider(self.table_reference(&name)?).await {
+            if let Ok(table) = self
+                .context
+                .table_provider(self.table_reference(&name)?)
+                .await
+            {
                 add_columns(table.as_ref());
             }
         }

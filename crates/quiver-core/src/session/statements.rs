@@ -14,8 +14,8 @@ use datafusion::sql::sqlparser::parser::Parser;
 use futures::TryStreamExt;
 use web_time::Instant;
 
-use super::output::{QueryOutput, QueryStream};
 use super::duckdb::dialect;
+use super::output::{QueryOutput, QueryStream};
 use super::{index_calls, summarize, QuiverSession};
 use crate::copy::{self, CopyTarget, Destination, WrittenFile};
 use crate::exec::{travelling_fragments, with_build_sides, ExecutorKind};
@@ -82,12 +82,23 @@ impl QuiverSession {
     /// fragment is written by the workers themselves, each its own files; the manifest
     /// that makes them one output is written here, last.
     async fn run_copy(&self, copy: CopyToStatement) -> Result<QueryOutput> {
-        if let Some(format) = copy.stored_as.as_deref() {
-            if !format.eq_ignore_ascii_case("parquet") {
-                return Err(DataFusionError::NotImplemented(format!(
-                    "COPY writes Parquet, not {format}"
-                )));
+        // DuckDB takes the format from the target's extension when none is named: a
+        // `x.csv` written as Parquet would be a wrong answer, not a missing feature.
+        let extension = copy
+            .target
+            .rsplit_once('.')
+            .map(|(_, e)| e.to_ascii_lowercase());
+        let format = copy.stored_as.clone().or(match extension.as_deref() {
+            Some(e @ ("csv" | "tsv" | "json" | "ndjson" | "jsonl" | "txt" | "arrow")) => {
+                Some(e.to_string())
             }
+            _ => None,
+        });
+        if let Some(format) = format.filter(|f| !f.eq_ignore_ascii_case("parquet")) {
+            return Err(DataFusionError::NotImplemented(format!(
+                "COPY writes Parquet, not {format}; for CSV or JSON run the query with \
+                 `quiver query --format csv --output FILE` (or `--format json`)"
+            )));
         }
         let query = match copy.source {
             CopyToSource::Query(query) => SqlStatement::Query(query),

@@ -37,7 +37,9 @@ mod tests {
             ("SELECT * FROM (FROM t)", "SELECT * FROM (FROM t SELECT *)"),
             ("FROM t SELECT a", "FROM t SELECT a"),
         ] {
-            let mut statement = Parser::parse_sql(&GenericDialect {}, sql).unwrap().remove(0);
+            let mut statement = Parser::parse_sql(&GenericDialect {}, sql)
+                .unwrap()
+                .remove(0);
             select_star_when_from_first(&mut statement);
             assert_eq!(statement.to_string(), expected);
         }

@@ -10,8 +10,8 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions, BinaryOperator, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident,
-    ObjectNamePart, Select, SelectItem, VisitMut, VisitorMut,
+    visit_expressions, BinaryOperator, Expr, Function, FunctionArg, FunctionArgExpr,
+    FunctionArguments, Ident, ObjectNamePart, Select, SelectItem, VisitMut, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -21,6 +21,8 @@ use datafusion::sql::sqlparser::parser::Parser;
 const MACROS: &[(&str, Option<usize>, &str)] = &[
     // Strings.
     ("strlen", Some(1), "octet_length($1)"),
+    // `length` of a list counts its elements (see `typed`).
+    ("len", Some(1), "length($1)"),
     ("lcase", Some(1), "lower($1)"),
     ("ucase", Some(1), "upper($1)"),
     ("prefix", Some(2), "starts_with($1, $2)"),
@@ -30,6 +32,21 @@ const MACROS: &[(&str, Option<usize>, &str)] = &[
     ("regexp_matches", Some(2), "regexp_like($1, $2)"),
     ("regexp_matches", Some(3), "regexp_like($1, $2, $3)"),
     ("regexp_full_match", Some(2), "regexp_like($1, '^(?:' || $2 || ')$')"),
+    // The whole pattern as group 1 (DataFusion's first), so DuckDB's group n is n + 1; no
+    // match is '' in DuckDB.
+    (
+        "regexp_extract",
+        Some(2),
+        "CASE WHEN $1 IS NOT NULL THEN coalesce(regexp_match($1, '(' || $2 || ')')[1], '') END",
+    ),
+    (
+        "regexp_extract",
+        Some(3),
+        "CASE WHEN $1 IS NOT NULL THEN coalesce(regexp_match($1, '(' || $2 || ')')[$3 + 1], '') END",
+    ),
+    // DuckDB's digests are hex text, its hex upper case.
+    ("sha256", Some(1), "encode(sha256($1), 'hex')"),
+    ("to_hex", Some(1), "upper(to_hex($1))"),
     // Dates and times: DuckDB's parts are BIGINT.
     ("year", Some(1), "CAST(date_part('year', $1) AS BIGINT)"),
     ("quarter", Some(1), "CAST(date_part('quarter', $1) AS BIGINT)"),
@@ -72,13 +89,14 @@ pub fn expand_duckdb_functions<V: VisitMut>(statement: &mut V) {
         fn pre_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
             for item in &mut select.projection {
                 if let SelectItem::UnnamedExpr(expr) = item {
-                    let name = expr.to_string();
+                    // Expanded on a copy only to see whether it changes: the walk goes on
+                    // into the item and expands it, once.
                     let mut expanded = expr.clone();
                     let _ = expanded.visit(&mut Expander);
                     if expanded != *expr || has_duckdb_operator(expr) {
                         *item = SelectItem::ExprWithAlias {
-                            expr: expanded,
-                            alias: Ident::with_quote('"', name),
+                            alias: Ident::with_quote('"', expr.to_string()),
+                            expr: expr.clone(),
                         };
                     }
                 }
@@ -122,8 +140,7 @@ fn expansion(function: &Function) -> Option<Expr> {
     let [ObjectNamePart::Identifier(name)] = function.name.0.as_slice() else {
         return None;
     };
-    if function.over.is_some() || function.filter.is_some() || !function.within_group.is_empty()
-    {
+    if function.over.is_some() || function.filter.is_some() || !function.within_group.is_empty() {
         return None;
     }
     let args = plain_args(&function.args)?;
@@ -139,7 +156,11 @@ fn expansion(function: &Function) -> Option<Expr> {
     let (_, _, template) = MACROS.iter().find(|(macro_name, arity, _)| {
         name.value.eq_ignore_ascii_case(macro_name) && arity.is_none_or(|n| n == args.len())
     })?;
-    let all = args.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    let all = args
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
     let mut text = template.replace("$*", &all);
     // From the highest: `$1` must not take the start of `$10`.
     for (index, arg) in args.iter().enumerate().rev() {
@@ -177,7 +198,9 @@ mod tests {
     use super::*;
 
     fn expanded(sql: &str) -> String {
-        let mut statement = Parser::parse_sql(&GenericDialect {}, sql).unwrap().remove(0);
+        let mut statement = Parser::parse_sql(&GenericDialect {}, sql)
+            .unwrap()
+            .remove(0);
         expand_duckdb_functions(&mut statement);
         statement.to_string()
     }
@@ -189,6 +212,11 @@ mod tests {
             "SELECT (octet_length((s))) AS \"strlen(s)\", \
              (CAST(date_part('year', (d)) AS BIGINT)) + 1 AS y FROM t \
              WHERE (count(CASE WHEN (b) THEN 1 END)) > 0"
+        );
+        // A macro that wraps DataFusion's function of the same name expands once.
+        assert_eq!(
+            expanded("SELECT to_hex(42)"),
+            "SELECT (upper(to_hex((42)))) AS \"to_hex(42)\""
         );
         assert_eq!(
             expanded("SELECT xor(2, 3) AS x, list_value(1, 2) AS l"),

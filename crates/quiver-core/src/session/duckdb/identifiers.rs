@@ -11,8 +11,8 @@ use std::ops::ControlFlow;
 
 use datafusion::error::{DataFusionError, Result};
 use datafusion::sql::sqlparser::ast::{
-    Expr, Ident, ObjectName, Query, Select, SelectItem, TableAlias, TableFactor, Visit,
-    VisitMut, Visitor, VisitorMut,
+    Expr, Ident, ObjectName, Query, Select, SelectItem, TableAlias, TableFactor, Visit, VisitMut,
+    Visitor, VisitorMut,
 };
 
 use crate::session::relations::path_table;
@@ -50,8 +50,7 @@ impl Spellings {
             _ => match spellings.get(&ident.value) {
                 Some(exact) => exact,
                 None => {
-                    let names: Vec<String> =
-                        spellings.iter().map(|s| format!("\"{s}\"")).collect();
+                    let names: Vec<String> = spellings.iter().map(|s| format!("\"{s}\"")).collect();
                     return Err(DataFusionError::Plan(format!(
                         "identifier {ident} is ambiguous: {} differ only in case; write \
                          the one you mean with its case",
@@ -189,7 +188,9 @@ mod tests {
     use datafusion::sql::sqlparser::parser::Parser;
 
     fn resolved(sql: &str, columns: &[&str]) -> Result<String> {
-        let mut statement = Parser::parse_sql(&GenericDialect {}, sql).unwrap().remove(0);
+        let mut statement = Parser::parse_sql(&GenericDialect {}, sql)
+            .unwrap()
+            .remove(0);
         let mut spellings = Spellings::default();
         columns.iter().for_each(|c| spellings.add(c));
         add_defined_names(&statement, &mut spellings);
@@ -223,12 +224,17 @@ mod tests {
             "SELECT a AS \"Big\" FROM t ORDER BY \"Big\""
         );
         // Names that match nothing are DataFusion's to report.
-        assert_eq!(resolved("SELECT nope FROM t", &["a"]).unwrap(), "SELECT nope FROM t");
+        assert_eq!(
+            resolved("SELECT nope FROM t", &["a"]).unwrap(),
+            "SELECT nope FROM t"
+        );
     }
 
     #[test]
     fn two_columns_differing_only_in_case_are_an_error_naming_both() {
-        let error = resolved("SELECT Id FROM t", &["ID", "iD"]).unwrap_err().to_string();
+        let error = resolved("SELECT Id FROM t", &["ID", "iD"])
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("\"ID\" and \"iD\""), "{error}");
         // Written as one of them is stored, quoted or not, it is that one.
         assert_eq!(

@@ -1,8 +1,10 @@
 //! DuckDB's SQL as Quiver reads it, where DataFusion's differs. Text rewrites before parsing
 //! (dialect: COPY's options, SUMMARIZE, EXPLAIN COST), AST rewrites before planning
 //! (from_first: `FROM t` alone; function_names: DuckDB-only functions; identifiers:
-//! case-insensitive names), a planner for operators (operators: `/`, `//`, `^`) and an
-//! analyzer rule (rounding_casts: casts to integers round).
+//! case-insensitive names; precedence: `^` above `*`), a planner for operators (operators:
+//! `/`, `//`, `^`) and an
+//! analyzer rule for what depends on types (typed: casts to integers round, `length` and
+//! `concat` of lists).
 //! What differs, and why DuckDB's meaning wins, is listed in docs/decisions.md.
 
 pub mod dialect;
@@ -10,4 +12,5 @@ pub mod from_first;
 pub mod function_names;
 pub mod identifiers;
 pub mod operators;
-pub mod rounding_casts;
+pub mod precedence;
+pub mod typed;

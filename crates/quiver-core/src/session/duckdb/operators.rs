@@ -51,7 +51,9 @@ impl ExprPlanner for DuckDbOperators {
 fn exact_numbers(left: &Expr, right: &Expr, schema: &DFSchema) -> bool {
     let exact = |expr: &Expr| {
         expr.get_type(schema).is_ok_and(|t| {
-            t.is_integer() || t.is_null() || matches!(t, DataType::Decimal128(..) | DataType::Decimal256(..))
+            t.is_integer()
+                || t.is_null()
+                || matches!(t, DataType::Decimal128(..) | DataType::Decimal256(..))
         })
     };
     let null = |expr: &Expr| expr.get_type(schema).is_ok_and(|t| t.is_null());

@@ -1,0 +1,163 @@
+"""DuckDB's own function examples (every `examples` entry of `duckdb_functions()`), each run in
+Quiver and in DuckDB, the oracle, and sorted by verdict:
+
+- same: Quiver's value equals DuckDB's (numbers within 1e-6, lists and structs element-wise);
+- different: Quiver answers with another value, silently: the worst verdict;
+- refused: Quiver errors (an unknown function, a type it does not take);
+- skipped: DuckDB itself cannot run the example alone (it names a table that is not there),
+  or its value changes from run to run (`now()`, `random()`, `uuid()`, `version()`).
+
+Examples that name columns (the aggregates' `A`, `x`, `y`) run over a small table of those
+columns. Run as a script it writes docs/duckdb-functions.md; tests/test_duckdb_conventions.py
+runs it and holds the counts to floors.
+    python3 tests/duckdb_functions.py [QUIVER_BIN]
+"""
+import collections
+import concurrent.futures
+import datetime
+import decimal
+import math
+import os
+import subprocess
+import sys
+
+import duckdb
+import pyarrow as pa
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPORT = os.path.join(os.path.dirname(HERE), "docs", "duckdb-functions.md")
+# The columns DuckDB's aggregate examples name, three rows.
+TABLE = ("(VALUES (1, 2, 1.5, 2.5, 3, 'a'), (3, 4, 2.0, 1.0, 5, 'b'), (5, 1, 3.5, 4.0, 7, 'c')) "
+         "AS t(A, B, x, y, col, s)")
+SAME, DIFFERENT, REFUSED, SKIPPED = "same", "different", "refused", "skipped"
+VOLATILE = {"now", "get_current_timestamp", "transaction_timestamp", "current_timestamp",
+            "current_date", "today", "get_current_time", "current_localtimestamp",
+            "current_localtime", "random", "uuid", "gen_random_uuid", "uuidv4", "uuidv7",
+            "version", "txid_current", "current_query", "setseed"}
+
+
+def examples():
+    """[(function, example SQL)], each pair once, in DuckDB's order."""
+    rows = duckdb.connect().sql(
+        "SELECT DISTINCT function_name, unnest(examples) AS e FROM duckdb_functions() "
+        "WHERE len(examples) > 0 ORDER BY function_name, e").fetchall()
+    return [(name, example.strip().rstrip(";")) for name, example in rows]
+
+
+def statement(example):
+    """The statement an example runs as, and DuckDB's answer to it (or None)."""
+    con = duckdb.connect()
+    for sql in (f"SELECT {example}", f"SELECT {example} FROM {TABLE}"):
+        try:
+            return sql, con.sql(sql).fetchall()
+        except Exception:
+            continue
+    return None, None
+
+
+def quivers_answer(quiver_bin, sql):
+    """Quiver's rows for `sql`, or the first line of its error."""
+    proc = subprocess.run([quiver_bin, "query", "--format", "arrow", sql], capture_output=True,
+                          timeout=60)
+    if proc.returncode != 0:
+        error = proc.stderr.decode(errors="replace").strip().splitlines()
+        return None, (error[0] if error else f"exit {proc.returncode}")
+    table = pa.ipc.open_file(pa.BufferReader(proc.stdout)).read_all()
+    return [tuple(row.values()) for row in table.to_pylist()], None
+
+
+def same(a, b):
+    """Whether two values are equal as a DuckDB user reads them."""
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a == b
+    if isinstance(a, (int, float, decimal.Decimal)) and isinstance(b, (int, float, decimal.Decimal)):
+        x, y = float(a), float(b)
+        if math.isnan(x) or math.isnan(y):
+            return math.isnan(x) and math.isnan(y)
+        return math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-9)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, tuple) and isinstance(b, dict) or isinstance(a, dict) and isinstance(b, tuple):
+        # An unnamed STRUCT: DuckDB gives a tuple, Arrow a dict of made-up field names.
+        values = lambda v: list(v.values()) if isinstance(v, dict) else list(v)
+        return same(values(a), values(b))
+    if isinstance(a, dict) or isinstance(b, dict):
+        # A MAP: DuckDB gives a dict, Arrow a list of (key, value) pairs.
+        pairs = lambda m: sorted(m.items()) if isinstance(m, dict) else list(m)
+        return same(pairs(a), pairs(b))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, datetime.datetime) and isinstance(b, datetime.datetime):
+        # TIMESTAMPTZ: DuckDB's session is in UTC; Arrow's may come without a zone.
+        utc = lambda t: t.astimezone(datetime.timezone.utc).replace(tzinfo=None) \
+            if t.tzinfo else t
+        return utc(a) == utc(b)
+    if isinstance(a, datetime.timedelta) or isinstance(b, datetime.timedelta):
+        return str(a) == str(b)
+    return a == b
+
+
+def run(quiver_bin, threads=2):
+    """[(function, example, verdict, detail)] for every example."""
+    cases = examples()
+
+    def one(case):
+        name, example = case
+        if name in VOLATILE:
+            return name, example, SKIPPED, "its value changes from run to run"
+        sql, theirs = statement(example)
+        if sql is None:
+            return name, example, SKIPPED, "DuckDB cannot run it alone"
+        ours, error = quivers_answer(quiver_bin, sql)
+        if error is not None:
+            return name, example, REFUSED, error
+        if len(ours) == len(theirs) and all(same(list(o), list(t)) for o, t in zip(ours, theirs)):
+            return name, example, SAME, ""
+        return name, example, DIFFERENT, f"Quiver {ours!r}, DuckDB {theirs!r}"
+
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(one, cases))
+
+
+def counts(results):
+    return collections.Counter(verdict for _, _, verdict, _ in results)
+
+
+def write_report(results, path=REPORT):
+    tally = counts(results)
+    ran = len(results) - tally[SKIPPED]
+    cell = lambda text: str(text).replace("|", "\\|").replace("\n", " ")[:160]
+    lines = [
+        "# DuckDB's function examples in Quiver",
+        "",
+        "Every example of DuckDB's `duckdb_functions()` (DuckDB "
+        f"{duckdb.__version__}), run in Quiver and compared with DuckDB's answer "
+        "(tests/duckdb_functions.py; regenerate with `python3 tests/duckdb_functions.py`).",
+        "",
+        f"- **{tally[SAME]} of {ran}** give DuckDB's value "
+        f"({100 * tally[SAME] / max(ran, 1):.0f}%)",
+        f"- {tally[DIFFERENT]} give another value (the list below: each is a bug)",
+        f"- {tally[REFUSED]} are refused with an error",
+        f"- {tally[SKIPPED]} not counted: DuckDB cannot run them alone (they name tables), "
+        "or their value changes from run to run",
+        "",
+    ]
+    for verdict in (DIFFERENT, REFUSED, SAME):
+        rows = [r for r in results if r[2] == verdict]
+        lines += [f"## {verdict} ({len(rows)})", "", "| function | example | detail |",
+                  "| --- | --- | --- |"]
+        lines += [f"| {cell(n)} | `{cell(e)}` | {cell(d)} |" for n, e, _, d in rows]
+        lines.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, HERE)
+    from harness import quiver_bin
+    binary = sys.argv[1] if len(sys.argv) > 1 else quiver_bin()
+    results = run(binary)
+    write_report(results)
+    print(dict(counts(results)), "->", REPORT)
