@@ -263,6 +263,21 @@ def test_quiver_alone_runs_piped_sql_as_a_script(quiver, typed):
     assert "shell" in quiver.ok("--help")
 
 
+def test_a_piped_script_runs_as_duckdb_runs_it(quiver, typed):
+    """`quiver < script.sql` as `duckdb < script.sql`: dot commands, every statement's answer,
+    an error that does not stop the script but fails the run."""
+    script = ("-- a DuckDB script\n.mode csv\n.timer on\n"
+              "CREATE VIEW t AS SELECT * FROM 't.parquet';\n"
+              "SELECT count(*) AS n FROM t;\nSELECT nope FROM t;\n"
+              "SELECT max(id) AS top\nFROM t\n")
+    proc = subprocess.run([quiver.path], input=script, cwd=typed, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert "n\n3\n" in proc.stdout and "top\n3\n" in proc.stdout, proc.stdout
+    assert proc.stdout.count("Run Time (s): real") == 4, proc.stdout
+    assert "nope" in proc.stderr and "1 statement of the script failed" in proc.stderr
+
+
 # DuckDB's values, names and identifiers
 
 

@@ -28,7 +28,8 @@ static ALLOCATOR: quiver_core::allocator::MiMalloc = quiver_core::allocator::MiM
 
 const EXAMPLES: &str = "\
 Examples:
-  quiver                                   # the shell (on a terminal; piped SQL runs as a script)
+  quiver                                   # the shell (on a terminal)
+  quiver < script.sql                      # as `duckdb < script.sql`: every answer, dot commands
   quiver query \"SELECT count(*) FROM 'data/*.parquet'\"
   quiver query --format csv \"SELECT _file, count(*) FROM 'data/**/*.parquet' GROUP BY 1\"
   quiver query \"SELECT * FROM read_parquet('logs/', hive_partitioning => true) WHERE date = '2024-01-01'\"
@@ -255,11 +256,13 @@ fn main() -> ExitCode {
                 quiver_lambda_executor::register_options(&session);
                 shell::run(&runtime, session)
             }),
-        // Piped SQL runs as a script, as `quiver query -` does.
-        None => match Cli::parse_from(["quiver", "query", "-"]).command {
-            Some(script) => runtime.block_on(run(script, threads)),
-            None => unreachable!("the arguments name a command"),
-        },
+        // Piped SQL runs as a script, as `duckdb < script.sql` does.
+        None => QuiverSession::new(SessionOptions::default())
+            .map_err(|e| describe(&e))
+            .and_then(|session| {
+                quiver_lambda_executor::register_options(&session);
+                shell::run_script(&runtime, session, std::io::stdin().lock())
+            }),
     };
     let code = match outcome {
         Ok(()) => 0,

@@ -1,7 +1,8 @@
 //! The interactive shell `quiver` opens on a terminal, with DuckDB's habits: statements end
 //! at `;` and may span lines, history is kept in `~/.quiver_history`, Ctrl-C cancels the
 //! running query (or the line being typed) and keeps the session, Ctrl-D leaves, and dot
-//! commands set the output (`.mode`, `.maxrows`, `.timer`, `.profile`).
+//! commands set the output (`.mode`, `.maxrows`, `.timer`, `.profile`). Piped into `quiver`,
+//! a script runs as `duckdb < script.sql` runs it (`run_script`).
 
 use std::borrow::Cow;
 use std::path::PathBuf;
@@ -57,13 +58,7 @@ pub fn run(runtime: &tokio::runtime::Runtime, session: QuiverSession) -> Result<
     // the Lambda functions too (cargo-lambda then rebuilds them from scratch in CI).
     ctrlc::set_handler(move || notify.notify_waiters())
         .map_err(|e| format!("cannot handle Ctrl-C: {e}"))?;
-    let mut shell = Shell {
-        interrupts,
-        session,
-        printing: Printing::for_terminal(),
-        timer: false,
-        profile: false,
-    };
+    let mut shell = Shell::new(session, interrupts);
     let mut statement = String::new();
     loop {
         let prompt = if statement.is_empty() {
@@ -100,6 +95,45 @@ pub fn run(runtime: &tokio::runtime::Runtime, session: QuiverSession) -> Result<
     Ok(())
 }
 
+/// SQL piped into `quiver`, run as `duckdb < script.sql` runs it: every statement's answer
+/// prints, dot commands are obeyed, a failing statement prints its error and the script goes
+/// on; the run fails at the end if any statement did.
+pub fn run_script(
+    runtime: &tokio::runtime::Runtime,
+    session: QuiverSession,
+    input: impl std::io::BufRead,
+) -> Result<(), String> {
+    // Ctrl-C ends the process, as for any command in a pipeline.
+    let mut shell = Shell::new(session, Arc::new(Notify::new()));
+    let mut statement = String::new();
+    for line in input.lines() {
+        let line = line.map_err(|e| format!("reading SQL from standard input: {e}"))?;
+        // A dot command where a statement may start (comments before it count for nothing).
+        if !has_sql(&statement) && line.trim_start().starts_with('.') {
+            statement.clear();
+            match shell.dot_command(runtime, line.trim()) {
+                Flow::Continue => continue,
+                Flow::Quit => break,
+            }
+        }
+        statement.push_str(&line);
+        statement.push('\n');
+        if is_complete(&statement) {
+            shell.run_sql(runtime, statement.trim());
+            statement.clear();
+        }
+    }
+    // The last statement may end without `;`.
+    if has_sql(&statement) {
+        shell.run_sql(runtime, statement.trim());
+    }
+    match shell.failures.get() {
+        0 => Ok(()),
+        1 => Err("1 statement of the script failed".into()),
+        n => Err(format!("{n} statements of the script failed")),
+    }
+}
+
 struct Shell {
     /// Woken by Ctrl-C.
     interrupts: Arc<Notify>,
@@ -107,6 +141,8 @@ struct Shell {
     printing: Printing,
     timer: bool,
     profile: bool,
+    /// Statements and dot commands that failed.
+    failures: std::cell::Cell<usize>,
 }
 
 enum Flow {
@@ -115,6 +151,22 @@ enum Flow {
 }
 
 impl Shell {
+    fn new(session: QuiverSession, interrupts: Arc<Notify>) -> Self {
+        Self {
+            interrupts,
+            session,
+            printing: Printing::for_terminal(),
+            timer: false,
+            profile: false,
+            failures: Default::default(),
+        }
+    }
+
+    fn failed(&self, message: &str) {
+        eprintln!("Error: {message}");
+        self.failures.set(self.failures.get() + 1);
+    }
+
     /// Runs `sql` until it ends or Ctrl-C cancels it; errors print and the session stays.
     fn run_sql(&self, runtime: &tokio::runtime::Runtime, sql: &str) {
         let started = Instant::now();
@@ -132,15 +184,20 @@ impl Shell {
         });
         match outcome {
             None => eprintln!("Interrupted: the query was cancelled."),
-            Some(Err(e)) => eprintln!("Error: {}", describe(&e)),
+            Some(Err(e)) => self.failed(&describe(&e)),
             Some(Ok(output)) => {
                 if self.profile {
                     eprint!("{}", output.metrics.report());
                     let spent = output.metrics.snapshot();
                     eprintln!("{}", self.session.cost_line(&spent, Default::default()));
                 }
-                if let Err(e) = print_result(&self.printing, &output, None) {
-                    eprintln!("Error: {e}");
+                // A statement with no columns (CREATE VIEW, SET) prints nothing, as in DuckDB.
+                let printed = match output.schema.fields().is_empty() {
+                    true => Ok(()),
+                    false => print_result(&self.printing, &output, None),
+                };
+                if let Err(e) = printed {
+                    self.failed(&e);
                 }
             }
         }
@@ -201,7 +258,7 @@ impl Shell {
             other => Err(format!("unknown command {other}; enter .help for the list")),
         };
         if let Err(message) = result {
-            eprintln!("Error: {message}");
+            self.failed(&message);
         }
         Flow::Continue
     }
@@ -220,6 +277,17 @@ fn is_complete(text: &str) -> bool {
         .rev()
         .find(|t| !matches!(t, Token::Whitespace(_)))
         .is_some_and(|t| *t == Token::SemiColon)
+}
+
+/// Whether `text` holds anything but whitespace and comments.
+fn has_sql(text: &str) -> bool {
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    match Tokenizer::new(&GenericDialect {}, text).tokenize() {
+        Ok(tokens) => tokens.iter().any(|t| !matches!(t, Token::Whitespace(_))),
+        // Unfinished (an open string): the session says what is wrong with it.
+        Err(_) => true,
+    }
 }
 
 fn history_file() -> Option<PathBuf> {

@@ -119,17 +119,14 @@ pub fn expand_duckdb_functions<V: VisitMut>(statement: &mut V) {
 /// Whether `expr` uses an operator whose meaning DuckDB's rules change (see `operators`).
 fn has_duckdb_operator(expr: &Expr) -> bool {
     let found = visit_expressions(expr, |e| match e {
-        Expr::BinaryOp { op, .. }
-            if matches!(
-                op,
+        Expr::BinaryOp {
+            op:
                 BinaryOperator::Divide
-                    | BinaryOperator::DuckIntegerDivide
-                    | BinaryOperator::MyIntegerDivide
-                    | BinaryOperator::BitwiseXor
-            ) =>
-        {
-            ControlFlow::Break(())
-        }
+                | BinaryOperator::DuckIntegerDivide
+                | BinaryOperator::MyIntegerDivide
+                | BinaryOperator::BitwiseXor,
+            ..
+        } => ControlFlow::Break(()),
         _ => ControlFlow::Continue(()),
     });
     found.is_break()
