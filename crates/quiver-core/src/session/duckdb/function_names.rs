@@ -61,14 +61,43 @@ const MACROS: &[(&str, Option<usize>, &str)] = &[
     ("minute", Some(1), "CAST(date_part('minute', $1) AS BIGINT)"),
     ("second", Some(1), "CAST(date_part('second', $1) AS BIGINT)"),
     ("epoch", Some(1), "CAST(date_part('epoch', $1) AS DOUBLE)"),
+    ("epoch_ms", Some(1), "CAST(date_part('epoch', $1) * 1000 AS BIGINT)"),
+    // Monday 1 to Sunday 7.
+    ("isodow", Some(1), "(CAST(date_part('dow', $1) AS BIGINT) + 6) % 7 + 1"),
+    ("dayname", Some(1), "to_char($1, '%A')"),
+    ("monthname", Some(1), "to_char($1, '%B')"),
+    (
+        "last_day",
+        Some(1),
+        "CAST(date_trunc('month', $1) + INTERVAL '1 month' - INTERVAL '1 day' AS DATE)",
+    ),
     ("today", Some(0), "current_date()"),
+    // Numbers.
+    ("ceiling", Some(1), "ceil($1)"),
+    // Floored, as DuckDB's: fmod(-10, 3) is 2.
+    (
+        "fmod",
+        Some(2),
+        "CAST($1 AS DOUBLE) - CAST($2 AS DOUBLE) * floor(CAST($1 AS DOUBLE) / CAST($2 AS DOUBLE))",
+    ),
+    ("greatest_common_divisor", Some(2), "gcd($1, $2)"),
+    ("least_common_multiple", Some(2), "lcm($1, $2)"),
     // Lists.
     ("list_value", None, "make_array($*)"),
+    ("array_value", None, "make_array($*)"),
     ("list_pack", None, "make_array($*)"),
     // Aggregates.
     ("count_if", Some(1), "count(CASE WHEN $1 THEN 1 END)"),
     ("countif", Some(1), "count(CASE WHEN $1 THEN 1 END)"),
     ("first", Some(1), "first_value($1)"),
+    ("arbitrary", Some(1), "first_value($1)"),
+    ("approx_count_distinct", Some(1), "approx_distinct($1)"),
+    ("favg", Some(1), "avg(CAST($1 AS DOUBLE))"),
+    ("fsum", Some(1), "sum(CAST($1 AS DOUBLE))"),
+    ("kahan_sum", Some(1), "sum(CAST($1 AS DOUBLE))"),
+    ("sumkahan", Some(1), "sum(CAST($1 AS DOUBLE))"),
+    ("listagg", Some(1), "string_agg($1, ',')"),
+    ("listagg", Some(2), "string_agg($1, $2)"),
     ("last", Some(1), "last_value($1)"),
     ("list", Some(1), "array_agg($1)"),
     ("group_concat", Some(1), "string_agg($1, ',')"),
@@ -76,6 +105,8 @@ const MACROS: &[(&str, Option<usize>, &str)] = &[
     // DuckDB skips rows whose key is NULL.
     ("arg_max", Some(2), "first_value($1 ORDER BY $2 DESC) FILTER (WHERE $2 IS NOT NULL)"),
     ("max_by", Some(2), "first_value($1 ORDER BY $2 DESC) FILTER (WHERE $2 IS NOT NULL)"),
+    ("argmax", Some(2), "first_value($1 ORDER BY $2 DESC) FILTER (WHERE $2 IS NOT NULL)"),
+    ("argmin", Some(2), "first_value($1 ORDER BY $2 ASC) FILTER (WHERE $2 IS NOT NULL)"),
     ("arg_min", Some(2), "first_value($1 ORDER BY $2 ASC) FILTER (WHERE $2 IS NOT NULL)"),
     ("min_by", Some(2), "first_value($1 ORDER BY $2 ASC) FILTER (WHERE $2 IS NOT NULL)"),
 ];
