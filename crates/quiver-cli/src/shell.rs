@@ -67,22 +67,18 @@ pub fn run(runtime: &tokio::runtime::Runtime, session: QuiverSession) -> Result<
             "   ...> "
         };
         match editor.readline(prompt) {
-            Ok(line) => {
-                if statement.is_empty() && line.trim_start().starts_with('.') {
+            Ok(line) => match shell.take_line(runtime, &mut statement, &line) {
+                Taken::Command(flow) => {
                     let _ = editor.add_history_entry(line.trim());
-                    match shell.dot_command(runtime, line.trim()) {
-                        Flow::Continue => continue,
-                        Flow::Quit => break,
+                    if let Flow::Quit = flow {
+                        break;
                     }
                 }
-                statement.push_str(&line);
-                statement.push('\n');
-                if is_complete(&statement) {
-                    let _ = editor.add_history_entry(statement.trim());
-                    shell.run_sql(runtime, statement.trim());
-                    statement.clear();
+                Taken::Ran(sql) => {
+                    let _ = editor.add_history_entry(sql);
                 }
-            }
+                Taken::Pending => {}
+            },
             // Ctrl-C while typing drops what was typed.
             Err(ReadlineError::Interrupted) => statement.clear(),
             Err(ReadlineError::Eof) => break,
@@ -108,19 +104,8 @@ pub fn run_script(
     let mut statement = String::new();
     for line in input.lines() {
         let line = line.map_err(|e| format!("reading SQL from standard input: {e}"))?;
-        // A dot command where a statement may start (comments before it count for nothing).
-        if !has_sql(&statement) && line.trim_start().starts_with('.') {
-            statement.clear();
-            match shell.dot_command(runtime, line.trim()) {
-                Flow::Continue => continue,
-                Flow::Quit => break,
-            }
-        }
-        statement.push_str(&line);
-        statement.push('\n');
-        if is_complete(&statement) {
-            shell.run_sql(runtime, statement.trim());
-            statement.clear();
+        if let Taken::Command(Flow::Quit) = shell.take_line(runtime, &mut statement, &line) {
+            break;
         }
     }
     // The last statement may end without `;`.
@@ -150,6 +135,16 @@ enum Flow {
     Quit,
 }
 
+/// What a line of input did (see `Shell::take_line`).
+enum Taken {
+    /// It was a dot command.
+    Command(Flow),
+    /// It ended a statement, which ran.
+    Ran(String),
+    /// It is part of a statement not yet ended.
+    Pending,
+}
+
 impl Shell {
     fn new(session: QuiverSession, interrupts: Arc<Notify>) -> Self {
         Self {
@@ -160,6 +155,29 @@ impl Shell {
             profile: false,
             failures: Default::default(),
         }
+    }
+
+    /// Takes a line of input, typed or piped, into `statement`: a dot command where a statement
+    /// may start (comments before it count for nothing) runs at once; a statement runs once it
+    /// ends with `;`.
+    fn take_line(
+        &mut self,
+        runtime: &tokio::runtime::Runtime,
+        statement: &mut String,
+        line: &str,
+    ) -> Taken {
+        if !has_sql(statement) && line.trim_start().starts_with('.') {
+            statement.clear();
+            return Taken::Command(self.dot_command(runtime, line.trim()));
+        }
+        statement.push_str(line);
+        statement.push('\n');
+        if !is_complete(statement) {
+            return Taken::Pending;
+        }
+        let sql = std::mem::take(statement).trim().to_string();
+        self.run_sql(runtime, &sql);
+        Taken::Ran(sql)
     }
 
     fn failed(&self, message: &str) {

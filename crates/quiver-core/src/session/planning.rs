@@ -41,7 +41,12 @@ impl QuiverSession {
             from_first::select_star_when_from_first(inner);
             precedence::power_binds_tightest(inner);
         }
-        let statement = self.answer_file_subqueries(statement).await;
+        let mut statement = self.answer_file_subqueries(statement).await;
+        // Once, and after the file subqueries are taken out: they are planned (and expanded)
+        // on their own.
+        if let Some(inner) = sql_statement(&mut statement) {
+            function_names::expand_duckdb_functions(inner);
+        }
         let found = self.path_tables_of(&statement)?;
         let planned = self.plan_with_path_tables(&statement, &found).await;
         self.tables.clear();
@@ -56,14 +61,14 @@ impl QuiverSession {
         let state = self.context.state();
         if found.is_empty() {
             return state
-                .statement_to_plan(self.resolved(statement).await?)
+                .statement_to_plan(self.resolved(statement, found).await?)
                 .await;
         }
         let named = virtual_columns::names_virtual_column(&statement.to_string());
         let listed = self.list_path_tables(found, named).await?;
         let planned = match wildcard_in(statement) {
             true => None,
-            false => match self.resolved(statement).await {
+            false => match self.resolved(statement, found).await {
                 Ok(resolved) => state.statement_to_plan(resolved).await.ok(),
                 Err(_) => None,
             },
@@ -77,7 +82,7 @@ impl QuiverSession {
             }
         }
         self.complete_path_tables(found, listed).await?;
-        let mut statement = self.resolved(statement).await?;
+        let mut statement = self.resolved(statement, found).await?;
         if let (true, Some(inner)) = (named, sql_statement(&mut statement)) {
             virtual_columns::hide_from_wildcards(inner, &|factor: &TableFactor| {
                 relations::relation_of(factor, &self.tables)
@@ -86,15 +91,13 @@ impl QuiverSession {
         state.statement_to_plan(statement).await
     }
 
-    /// `statement` as DuckDB reads it: its DuckDB-only calls expanded (`function_names`) and
-    /// its identifiers in the case the tables it names store them (`identifiers`), as those
-    /// tables are now.
-    async fn resolved(&self, statement: &Statement) -> Result<Statement> {
+    /// `statement` with its identifiers in the case the tables it names store them (see
+    /// `identifiers`), as those tables, its path tables `found` among them, are now.
+    async fn resolved(&self, statement: &Statement, found: &[PathTable]) -> Result<Statement> {
         let mut statement = statement.clone();
         let Some(inner) = sql_statement(&mut statement) else {
             return Ok(statement);
         };
-        function_names::expand_duckdb_functions(inner);
         let mut spellings = Spellings::default();
         identifiers::add_defined_names(inner, &mut spellings);
         let mut add_columns = |table: &dyn TableProvider| {
@@ -104,7 +107,7 @@ impl QuiverSession {
                 .iter()
                 .for_each(|f| spellings.add(f.name()));
         };
-        for path_table in path_tables(inner)? {
+        for path_table in found {
             if let Some(table) = self.tables.get(&path_table.key) {
                 add_columns(table.as_ref());
             }

@@ -49,13 +49,9 @@ impl ExprPlanner for DuckDbOperators {
 /// Whether both sides are integers, decimals or NULL (and not both NULL). A side whose type
 /// cannot be told is left to DataFusion's own planning and errors.
 fn exact_numbers(left: &Expr, right: &Expr, schema: &DFSchema) -> bool {
-    let exact = |expr: &Expr| {
-        expr.get_type(schema).is_ok_and(|t| {
-            t.is_integer()
-                || t.is_null()
-                || matches!(t, DataType::Decimal128(..) | DataType::Decimal256(..))
-        })
+    let (Ok(left), Ok(right)) = (left.get_type(schema), right.get_type(schema)) else {
+        return false;
     };
-    let null = |expr: &Expr| expr.get_type(schema).is_ok_and(|t| t.is_null());
-    exact(left) && exact(right) && !(null(left) && null(right))
+    let exact = |t: &DataType| t.is_integer() || t.is_decimal() || t.is_null();
+    exact(&left) && exact(&right) && !(left.is_null() && right.is_null())
 }

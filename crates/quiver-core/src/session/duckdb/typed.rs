@@ -50,18 +50,11 @@ fn average_as_double(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>>
     let Expr::AggregateFunction(call) = &expr else {
         return Ok(Transformed::no(expr));
     };
-    let decimal = |e: &Expr| {
-        e.get_type(schema).is_ok_and(|t| {
-            matches!(
-                t,
-                DataType::Decimal32(..)
-                    | DataType::Decimal64(..)
-                    | DataType::Decimal128(..)
-                    | DataType::Decimal256(..)
-            )
-        })
-    };
-    if call.func.name() != "avg" || call.params.args.len() != 1 || !decimal(&call.params.args[0]) {
+    let args = &call.params.args;
+    if call.func.name() != "avg"
+        || args.len() != 1
+        || !typed_as(&args[0], schema, DataType::is_decimal)
+    {
         return Ok(Transformed::no(expr));
     }
     let mut call = call.clone();
@@ -69,20 +62,18 @@ fn average_as_double(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>>
     Ok(Transformed::yes(Expr::AggregateFunction(call)))
 }
 
+/// Whether `expr`'s type, when it can be told, is of the `kind` asked.
+fn typed_as(expr: &Expr, schema: &DFSchema, kind: fn(&DataType) -> bool) -> bool {
+    expr.get_type(schema).is_ok_and(|t| kind(&t))
+}
+
 /// `length` and `concat` over lists, as list functions.
 fn of_lists(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     let Expr::ScalarFunction(call) = &expr else {
         return Ok(Transformed::no(expr));
     };
-    let is_list = |e: &Expr| {
-        e.get_type(schema).is_ok_and(|t| {
-            matches!(
-                t,
-                DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..)
-            )
-        })
-    };
-    let is_null = |e: &Expr| e.get_type(schema).is_ok_and(|t| t.is_null());
+    let is_list = |e: &Expr| typed_as(e, schema, DataType::is_list);
+    let is_null = |e: &Expr| typed_as(e, schema, DataType::is_null);
     let args = &call.args;
     let rewritten = match call.func.name() {
         "character_length" if args.len() == 1 && is_list(&args[0]) => {
@@ -108,17 +99,12 @@ fn rounded(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
         return Ok(Transformed::no(expr));
     }
     let rounded = match inner.get_type(schema) {
-        Ok(DataType::Float16 | DataType::Float32 | DataType::Float64) => {
+        Ok(t) if t.is_floating() => {
             let x = inner.clone();
             let is_half = abs(x.clone() - trunc(vec![x.clone()])).eq(lit(0.5));
             when(is_half, lit(2.0) * round(vec![x.clone() / lit(2.0)])).otherwise(round(vec![x]))?
         }
-        Ok(
-            DataType::Decimal32(..)
-            | DataType::Decimal64(..)
-            | DataType::Decimal128(..)
-            | DataType::Decimal256(..),
-        ) => round(vec![inner.clone()]),
+        Ok(t) if t.is_decimal() => round(vec![inner.clone()]),
         _ => return Ok(Transformed::no(expr)),
     };
     let recast = match expr {
