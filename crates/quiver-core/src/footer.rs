@@ -1,8 +1,8 @@
 //! Footers: read and parsed once per file, shared by every bucket of that file. The first
 //! read takes the file's last `ObjectSource::footer_read_bytes` in one request, which holds
 //! the whole footer of nearly every file; a larger footer costs exactly one more request.
-//! Where the footer's length is known (a Lambda worker, told by the planner), a large file's first
-//! read is exactly the footer.
+//! Where the footer's length is known (a Lambda worker, told by the planner), a large file's
+//! first read is exactly the footer.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
