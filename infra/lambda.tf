@@ -8,6 +8,8 @@ locals {
   common_environment = {
     QUIVER_RESULT_PREFIX = local.result_uri
     RUST_LOG             = var.log_level
+    # Half of /tmp keeps remote bytes for the next requests; the rest is for spills.
+    QUIVER_DISK_CACHE_BYTES = tostring(floor(var.ephemeral_storage_mb / 2) * 1048576)
   }
 }
 
@@ -30,6 +32,10 @@ resource "aws_lambda_function" "worker" {
   memory_size                    = var.worker_memory_mb
   timeout                        = var.worker_timeout_seconds
   reserved_concurrent_executions = var.worker_reserved_concurrency
+
+  ephemeral_storage {
+    size = var.ephemeral_storage_mb
+  }
 
   environment {
     variables = local.common_environment
@@ -67,6 +73,10 @@ resource "aws_lambda_function" "coordinator" {
   memory_size                    = var.coordinator_memory_mb
   timeout                        = var.coordinator_timeout_seconds
   reserved_concurrent_executions = var.coordinator_reserved_concurrency
+
+  ephemeral_storage {
+    size = var.ephemeral_storage_mb
+  }
 
   # The coordinator finds its own name (for sub-coordinators) in AWS_LAMBDA_FUNCTION_NAME.
   environment {

@@ -131,6 +131,17 @@ variable "worker_memory_mb" {
   }
 }
 
+variable "ephemeral_storage_mb" {
+  description = "Each function's /tmp in MB: half keeps remote bytes between requests (the disk cache), the rest holds spills."
+  type        = number
+  default     = 2048
+
+  validation {
+    condition     = var.ephemeral_storage_mb >= 512 && var.ephemeral_storage_mb <= 10240
+    error_message = "ephemeral_storage_mb must be between 512 and 10240."
+  }
+}
+
 variable "coordinator_memory_mb" {
   description = "Coordinator memory in MB: it plans, reads footers and merges the workers' partial results."
   type        = number

@@ -20,6 +20,10 @@ from servers.minio import MinIO, MinIOError, ensure_bucket, upload_tree
 from tpch.tables import prelude, query_sql
 
 SF = os.environ.get("QUIVER_TPCH_SF", "0.1")
+
+# The disk cache would serve a later test's GETs from an earlier one's: off, but where
+# test_disk_cache.py turns it on in a folder of its own.
+os.environ["QUIVER_DISK_CACHE_BYTES"] = "0"
 MINIO_PORT = os.environ.get("QUIVER_MINIO_PORT", "9000")
 BUCKET = "quiver-test"
 REMOTE_LAYOUTS = ["single", "many"]

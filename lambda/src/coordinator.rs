@@ -89,6 +89,7 @@ impl Coordinator {
         for (key, value) in settings {
             session.set(key, value)?;
         }
+        crate::keep_on_disk(&session)?;
         Ok(session)
     }
 

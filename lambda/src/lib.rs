@@ -8,3 +8,18 @@
 
 pub mod coordinator;
 pub mod worker;
+
+use datafusion::error::Result;
+use quiver_core::QuiverSession;
+
+/// Where a function keeps remote bytes for its next requests: `/tmp`, the one place it may
+/// write, sized by Terraform (`ephemeral_storage`), which sets `QUIVER_DISK_CACHE_BYTES`.
+pub const CACHE_DIR: &str = "/tmp/quiver-cache";
+
+/// Sets the function's own disk cache on `session`, after a request's settings, so a
+/// request never points it elsewhere (off without `QUIVER_DISK_CACHE_BYTES`).
+pub fn keep_on_disk(session: &QuiverSession) -> Result<()> {
+    let bound = quiver_lambda_executor::env("QUIVER_DISK_CACHE_BYTES");
+    session.set("quiver.cache_dir", CACHE_DIR)?;
+    session.set("quiver.disk_cache_bytes", bound.as_deref().unwrap_or("0"))
+}

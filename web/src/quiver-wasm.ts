@@ -53,6 +53,8 @@ export interface Metrics {
   bytes_planned: number;
   footer_cache_hits: number;
   cache_hit_bytes: number;
+  disk_cache_hits: number;
+  disk_cache_hit_bytes: number;
   phases: { name: string; ms: number }[];
 }
 

@@ -4,6 +4,7 @@
 
 mod output;
 mod progress;
+mod sessions;
 mod shell;
 
 use std::io::{IsTerminal, Read, Write};
@@ -21,6 +22,7 @@ use quiver_lambda_executor::executor::LambdaRunner;
 
 use output::{closed_pipe, print_stream, Printing};
 use progress::Progress;
+use sessions::{new_session, setting_error};
 
 /// mimalloc (see `quiver_core::allocator`).
 #[global_allocator]
@@ -41,7 +43,11 @@ Examples:
   quiver query \"SELECT * FROM parquet_metadata('data/*.parquet')\"
   quiver query --set quiver.memory_limit=2GB --format parquet --output sorted.parquet \\
       \"SELECT * FROM 'data/*.parquet' ORDER BY ts\"   # sorts beyond 2 GB spill to disk
-  quiver index build 's3://bucket/events/**/*.parquet'";
+  quiver index build 's3://bucket/events/**/*.parquet'
+
+Remote bytes read are kept in ~/.cache/quiver (4 GiB, least recently used leave first), so the
+next run reads them from disk; QUIVER_DISK_CACHE_BYTES=0 or --set quiver.disk_cache_bytes=0
+turns that off, --set quiver.cache_dir=DIR moves it.";
 
 const INDEX_EXAMPLES: &str = "\
 Examples:
@@ -250,19 +256,12 @@ fn main() -> ExitCode {
     };
     let outcome = match cli.command {
         Some(command) => runtime.block_on(run(command, threads)),
-        None if std::io::stdin().is_terminal() => QuiverSession::new(SessionOptions::default())
-            .map_err(|e| describe(&e))
-            .and_then(|session| {
-                quiver_lambda_executor::register_options(&session);
-                shell::run(&runtime, session)
-            }),
+        None if std::io::stdin().is_terminal() => {
+            new_session(SessionOptions::default()).and_then(|s| shell::run(&runtime, s))
+        }
         // Piped SQL runs as a script, as `duckdb < script.sql` does.
-        None => QuiverSession::new(SessionOptions::default())
-            .map_err(|e| describe(&e))
-            .and_then(|session| {
-                quiver_lambda_executor::register_options(&session);
-                shell::run_script(&runtime, session, std::io::stdin().lock())
-            }),
+        None => new_session(SessionOptions::default())
+            .and_then(|s| shell::run_script(&runtime, s, std::io::stdin().lock())),
     };
     let code = match outcome {
         Ok(()) => 0,
@@ -371,12 +370,10 @@ async fn query_session(
     args: &QueryArgs,
     threads: usize,
 ) -> Result<(QuiverSession, Option<Arc<LambdaRunner>>), String> {
-    let mut session = QuiverSession::new(SessionOptions {
+    let mut session = new_session(SessionOptions {
         threads,
         executor: args.executor,
-    })
-    .map_err(|e| describe(&e))?;
-    quiver_lambda_executor::register_options(&session);
+    })?;
     let lambda = if args.executor == ExecutorKind::Remote {
         let function = args
             .function
@@ -436,19 +433,9 @@ fn print_profile(session: &QuiverSession, metrics: &QueryMetrics, lambda: Option
     }
 }
 
-/// A refused `--set`, naming the setting once.
-fn setting_error(key: &str, error: &datafusion::error::DataFusionError) -> String {
-    let message = describe(error);
-    if message.contains(key) {
-        message
-    } else {
-        format!("{key}: {message}")
-    }
-}
-
 /// `quiver index build|refresh|show`: the session gives the settings (S3 endpoint, region).
 async fn run_index(args: IndexArgs) -> Result<(), String> {
-    let session = QuiverSession::new(SessionOptions::default()).map_err(|e| describe(&e))?;
+    let session = new_session(SessionOptions::default())?;
     let mut settings = args.settings.clone();
     if let Some(endpoint) = &args.s3_endpoint {
         settings.push(format!("quiver.s3_endpoint={endpoint}"));

@@ -150,7 +150,10 @@ pub struct FetchedBytes {
 pub struct FetchStats {
     pub requests: u64,
     pub bytes: u64,
+    /// Served by the block cache.
     pub cache_hit_bytes: u64,
+    /// Served by the disk cache.
+    pub disk_cache_hit_bytes: u64,
 }
 
 impl FetchedBytes {

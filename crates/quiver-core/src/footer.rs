@@ -151,8 +151,7 @@ async fn read_footer(
     }
     .min(meta.size);
     let lane = format!("{} footer", file_name(path));
-    let tail = (reader.read(meta.size - first..meta.size, SpanKind::Footer, &lane)).await?;
-    reader.keep(meta.size - first, &tail);
+    let tail = (reader.read_kept(meta.size - first..meta.size, SpanKind::Footer, &lane)).await?;
     let end = &tail[tail.len() - FOOTER_TAIL as usize..];
     if &end[4..] != b"PAR1" {
         return Err(not_parquet(
@@ -174,7 +173,7 @@ async fn read_footer(
         tail.slice((first - needed) as usize..(first - FOOTER_TAIL) as usize)
     } else {
         // One more request for the part of the footer before what we already hold.
-        let head = (reader.read(
+        let head = (reader.read_kept(
             meta.size - needed..meta.size - first,
             SpanKind::Footer,
             &lane,
@@ -290,6 +289,7 @@ mod tests {
             source: Arc::new(LocalSource),
             object: meta.clone(),
             io: crate::read::QueryIo {
+                disk: None,
                 blocks: Arc::default(),
                 metrics: Arc::default(),
                 hedge: crate::source::HedgePolicy::default(),

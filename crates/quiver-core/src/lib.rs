@@ -6,7 +6,7 @@
 //!
 //! 1. error · metrics · sql_types · memory · allocator · format: ground, no imports
 //! 2. source: where files live (sources, retries and hedging of their reads)
-//! 3. cache → fetch → read: the block cache, read plans, and the one metered read
+//! 3. cache → fetch → read: the block and disk caches, read plans, the one metered read
 //! 4. fixed_decimals → footer: footers read once per file
 //! 5. bucket → options → runtime: a statement's settings and the one way to open a file
 //! 6. prune · statistics · pushdown · filter_order: planning helpers
@@ -52,6 +52,7 @@ pub mod sql_types;
 mod statistics;
 mod table;
 
+pub use cache::DISK_CACHE_BYTES;
 pub use error::{describe, QuiverError};
 pub use exec::ExecutorKind;
 pub use fetch::{coalesce, FetchOptions};

@@ -18,6 +18,9 @@ pub struct QueryMetrics {
     pub footer_cache_hits: AtomicU64,
     /// Bytes served by the block cache instead of a request.
     pub cache_hit_bytes: AtomicU64,
+    /// Pieces and bytes served by the disk cache (kept by an earlier process).
+    pub disk_cache_hits: AtomicU64,
+    pub disk_cache_hit_bytes: AtomicU64,
     /// Reads the range plan did not foresee (served, but counted so that a gap shows).
     pub unplanned_requests: AtomicU64,
     /// Late reads that got a duplicate request (see `source::hedge`).
@@ -124,6 +127,8 @@ pub struct MetricsSnapshot {
     pub bytes_planned: u64,
     pub footer_cache_hits: u64,
     pub cache_hit_bytes: u64,
+    pub disk_cache_hits: u64,
+    pub disk_cache_hit_bytes: u64,
     /// Time per phase, in the order phases first ran.
     pub phases: Vec<Phase>,
 }
@@ -154,6 +159,8 @@ impl MetricsSnapshot {
         self.bytes_planned += other.bytes_planned;
         self.footer_cache_hits += other.footer_cache_hits;
         self.cache_hit_bytes += other.cache_hit_bytes;
+        self.disk_cache_hits += other.disk_cache_hits;
+        self.disk_cache_hit_bytes += other.disk_cache_hit_bytes;
         for phase in &other.phases {
             self.add_phase(&phase.name, phase.ms);
         }
@@ -175,7 +182,7 @@ impl MetricsSnapshot {
         let mut out = format!(
             "rows: {}\nfiles: {} read, {} pruned ({} of them by the index, no footer read)\nrow groups: {} read, {} pruned by statistics\n\
              buckets: {} ({} done)\nrequests: {} ({} for footers, {} unplanned, {} hedged, {} abandoned), {} bytes read, {} bytes planned\n\
-             footer cache hits: {}, block cache hits: {} bytes\n",
+             footer cache hits: {}, block cache hits: {} bytes, disk cache hits: {} ({} bytes)\n",
             self.rows_out,
             self.files,
             self.files_pruned,
@@ -193,6 +200,8 @@ impl MetricsSnapshot {
             self.bytes_planned,
             self.footer_cache_hits,
             self.cache_hit_bytes,
+            self.disk_cache_hits,
+            self.disk_cache_hit_bytes,
         );
         for phase in &self.phases {
             out.push_str(&format!("time {}: {:.1} ms\n", phase.name, phase.ms));
@@ -252,6 +261,8 @@ impl QueryMetrics {
             bytes_planned: g(&self.bytes_planned),
             footer_cache_hits: g(&self.footer_cache_hits),
             cache_hit_bytes: g(&self.cache_hit_bytes),
+            disk_cache_hits: g(&self.disk_cache_hits),
+            disk_cache_hit_bytes: g(&self.disk_cache_hit_bytes),
             phases: self
                 .phases()
                 .into_iter()

@@ -6,7 +6,7 @@ use datafusion::common::extensions_options;
 use datafusion::execution::memory_pool::{MemoryLimit, MemoryPool};
 
 use crate::bucket::{BucketOptions, MAX_BUCKET_BYTES, MIN_BUCKET_BYTES};
-use crate::cache::BLOCK_CACHE_BYTES;
+use crate::cache::{default_dir, BLOCK_CACHE_BYTES};
 use crate::fetch::{FetchOptions, COALESCE_GAP, MAX_COALESCED_BYTES, MAX_CONCURRENT_REQUESTS};
 use crate::source::{HedgePolicy, S3Options, HEDGE_MIN_MS, HEDGE_MULTIPLE};
 
@@ -63,6 +63,13 @@ extensions_options! {
         pub broadcast_bytes: u64, default = BROADCAST_BYTES
         /// Size of the in-memory block cache of fetched bytes (0 turns it off).
         pub block_cache_bytes: u64, default = BLOCK_CACHE_BYTES
+        /// Bound of the disk cache, which keeps remote bytes for the processes after this
+        /// one (0 turns it off). The `quiver` command keeps 4 GiB unless the environment's
+        /// `QUIVER_DISK_CACHE_BYTES` says otherwise; a library session keeps none.
+        pub disk_cache_bytes: u64, default = 0
+        /// The disk cache's folder; empty for the user's (`$XDG_CACHE_HOME/quiver`, else
+        /// `~/.cache/quiver`).
+        pub cache_dir: String, default = String::new()
         /// An S3-compatible endpoint, e.g. `http://127.0.0.1:9000` (else `AWS_ENDPOINT_URL`).
         pub s3_endpoint: Option<String>, default = None
         /// The S3 region (else `AWS_REGION`, the profile's, or us-east-1).
@@ -122,6 +129,17 @@ impl QuiverOptions {
                 || std::env::var("AWS_SKIP_SIGNATURE")
                     .is_ok_and(|v| v.eq_ignore_ascii_case("true")),
             path_style: self.s3_path_style,
+        }
+    }
+
+    /// Where the disk cache lives, if it is on.
+    pub fn disk_cache_dir(&self) -> Option<std::path::PathBuf> {
+        if self.disk_cache_bytes == 0 {
+            return None;
+        }
+        match self.cache_dir.trim() {
+            "" => default_dir(),
+            dir => Some(dir.into()),
         }
     }
 

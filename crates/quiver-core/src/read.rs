@@ -1,9 +1,9 @@
-//! The one metered read. Every byte a query reads from a source passes here: the GET is
-//! hedged when late (`source::Hedged`), what the block cache holds is served from it and
-//! what is fetched is kept there, and each request is counted in the query's metrics and
-//! drawn on its timeline. Footers, bucket fetches, the scan's on-demand reader and the
-//! index all read through an `ObjectReader`, so a new layer (a disk cache) has one place
-//! to go.
+//! The one metered read. Every byte a query reads from a source passes here: what the
+//! block cache holds is served from it, then what the disk cache holds (moved into memory),
+//! the rest is fetched (the GET hedged when late, `source::Hedged`) and kept in both, and
+//! each request and hit is counted in the query's metrics and drawn on its timeline.
+//! Footers, bucket fetches, the scan's on-demand reader and the index all read through an
+//! `ObjectReader`.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -11,17 +11,19 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::stream::{self, StreamExt, TryStreamExt};
 
-use crate::cache::{BlockCache, Lookup};
+use crate::cache::{BlockCache, DiskCache, Lookup};
 use crate::error::{QuiverError, Result};
 use crate::fetch::{coalesce, FetchOptions, FetchedBytes};
 use crate::metrics::{QueryMetrics, SpanKind};
 use crate::source::{HedgePolicy, Hedged, ObjectMeta, ObjectSource};
 
-/// What a read needs of the statement it serves: the runtime's block cache, the
-/// statement's counters and its hedging.
+/// What a read needs of the statement it serves: the runtime's caches, the statement's
+/// counters and its hedging.
 #[derive(Debug, Clone)]
 pub struct QueryIo {
     pub blocks: Arc<BlockCache>,
+    /// Remote bytes kept on disk by this process and the ones before it, if it is on.
+    pub disk: Option<Arc<DiskCache>>,
     pub metrics: Arc<QueryMetrics>,
     pub hedge: HedgePolicy,
 }
@@ -65,20 +67,20 @@ impl ObjectReader {
     /// What the block cache holds of `ranges`, counted as hits; nothing is fetched.
     pub fn cached(&self, ranges: &[Range<u64>]) -> FetchedBytes {
         let Lookup { held, .. } = self.io.blocks.lookup(&self.object, ranges);
-        self.served_from_cache(held)
+        Held::in_memory(held).served(self.metrics())
     }
 
-    /// The bytes of `ranges`: what the block cache holds is served from it, the rest is
-    /// coalesced as `options` say, fetched with bounded concurrency and kept in the cache
-    /// (if the source's bytes are worth keeping).
+    /// The bytes of `ranges`: what the caches hold is served from them, the rest is
+    /// coalesced as `options` say, fetched with bounded concurrency and kept (if the
+    /// source's bytes are worth keeping).
     pub async fn fetch(
         &self,
         ranges: &[Range<u64>],
         options: &FetchOptions,
         lane: &str,
     ) -> Result<FetchedBytes> {
-        let Lookup { held, missing } = self.io.blocks.lookup(&self.object, ranges);
-        let mut fetched = self.served_from_cache(held);
+        let (held, missing) = self.held(ranges).await;
+        let mut fetched = held.served(self.metrics());
         let plan = coalesce(&missing, options);
         let read: Vec<(u64, Bytes)> = stream::iter(plan)
             .map(|range| async move {
@@ -89,44 +91,109 @@ impl ObjectReader {
             .try_collect()
             .await?;
         if self.source.keeps_blocks() {
-            self.io.blocks.insert(&self.object, &read);
+            self.keep_all(&read);
         }
         fetched.stats.requests = read.len() as u64;
         fetched.stats.bytes = read.iter().map(|(_, b)| b.len() as u64).sum();
         Ok(fetched.with(read))
     }
 
-    /// The whole object, from the block cache if it holds all of it (an index file read by
-    /// a session's earlier statement), else in one GET kept there.
-    pub async fn whole(&self, lane: &str) -> Result<Bytes> {
-        let whole = 0..self.object.size;
-        let cached = self
-            .io
-            .blocks
-            .lookup(&self.object, std::slice::from_ref(&whole));
-        if let ([(0, bytes)], true) = (cached.held.as_slice(), cached.missing.is_empty()) {
-            QueryMetrics::add(&self.metrics().cache_hit_bytes, self.object.size);
-            return Ok(bytes.clone());
+    /// The bytes of `range` in one piece: from the caches if they hold all of it, else in
+    /// one GET (see `read`) kept in both. Footers are read so.
+    pub async fn read_kept(&self, range: Range<u64>, kind: SpanKind, lane: &str) -> Result<Bytes> {
+        let (held, missing) = self.held(std::slice::from_ref(&range)).await;
+        if missing.is_empty() {
+            if let Some(bytes) = held.served(self.metrics()).slice(&range) {
+                return Ok(bytes);
+            }
         }
-        let bytes = self.read(whole, SpanKind::Data, lane).await?;
-        self.keep(0, &bytes);
+        let bytes = self.read(range.clone(), kind, lane).await?;
+        self.keep(range.start, &bytes);
         Ok(bytes)
     }
 
-    /// Keeps `bytes`, read at `start` of the object, in the block cache.
-    pub fn keep(&self, start: u64, bytes: &Bytes) {
-        self.io
-            .blocks
-            .insert(&self.object, &[(start, bytes.clone())]);
+    /// The whole object (an index file), from the caches if they hold all of it.
+    pub async fn whole(&self, lane: &str) -> Result<Bytes> {
+        self.read_kept(0..self.object.size, SpanKind::Data, lane)
+            .await
     }
 
-    fn served_from_cache(&self, held: Vec<(u64, Bytes)>) -> FetchedBytes {
-        let cache_hit_bytes = held.iter().map(|(_, b)| b.len() as u64).sum();
-        QueryMetrics::add(&self.metrics().cache_hit_bytes, cache_hit_bytes);
-        let mut fetched = FetchedBytes::new(held);
-        fetched.stats.cache_hit_bytes = cache_hit_bytes;
+    /// Keeps `bytes`, read at `start` of the object, in the caches.
+    pub fn keep(&self, start: u64, bytes: &Bytes) {
+        self.keep_all(&[(start, bytes.clone())]);
+    }
+
+    /// Keeps `pieces` in the block cache, and on disk if the source is remote (the local
+    /// disk's bytes are its own cache).
+    fn keep_all(&self, pieces: &[(u64, Bytes)]) {
+        self.io.blocks.insert(&self.object, pieces);
+        if let Some(disk) = self.io.disk.as_ref().filter(|_| self.source.keeps_blocks()) {
+            disk.keep(&self.object, pieces);
+        }
+    }
+
+    /// What the caches hold of `ranges`, memory first, then disk (whose hits move into
+    /// memory), not yet counted; and what neither holds.
+    async fn held(&self, ranges: &[Range<u64>]) -> (Held, Vec<Range<u64>>) {
+        let Lookup { held, missing } = self.io.blocks.lookup(&self.object, ranges);
+        let mut found = Held::in_memory(held);
+        let Some(disk) = self.io.disk.as_ref().filter(|_| self.source.keeps_blocks()) else {
+            return (found, missing);
+        };
+        if missing.is_empty() {
+            return (found, missing);
+        }
+        let (disk, object, asked) = (Arc::clone(disk), self.object.clone(), missing.clone());
+        let lookup = move || disk.lookup(&object, &asked);
+        let on_disk = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => runtime.spawn_blocking(lookup).await.ok(),
+            Err(_) => Some(lookup()),
+        };
+        let Some(Lookup { held, missing }) = on_disk else {
+            return (found, missing);
+        };
+        if !held.is_empty() {
+            self.io.blocks.insert(&self.object, &held);
+        }
+        found.disk_hits = held.len() as u64;
+        found.disk_bytes = total(&held);
+        found.pieces.extend(held);
+        (found, missing)
+    }
+}
+
+/// Bytes the caches served: how many came from memory and from disk.
+struct Held {
+    pieces: Vec<(u64, Bytes)>,
+    memory_bytes: u64,
+    disk_hits: u64,
+    disk_bytes: u64,
+}
+
+impl Held {
+    fn in_memory(pieces: Vec<(u64, Bytes)>) -> Self {
+        Self {
+            memory_bytes: total(&pieces),
+            pieces,
+            disk_hits: 0,
+            disk_bytes: 0,
+        }
+    }
+
+    /// These bytes as fetched, counted as hits in `metrics`.
+    fn served(self, metrics: &QueryMetrics) -> FetchedBytes {
+        QueryMetrics::add(&metrics.cache_hit_bytes, self.memory_bytes);
+        QueryMetrics::add(&metrics.disk_cache_hits, self.disk_hits);
+        QueryMetrics::add(&metrics.disk_cache_hit_bytes, self.disk_bytes);
+        let mut fetched = FetchedBytes::new(self.pieces);
+        fetched.stats.cache_hit_bytes = self.memory_bytes;
+        fetched.stats.disk_cache_hit_bytes = self.disk_bytes;
         fetched
     }
+}
+
+fn total(pieces: &[(u64, Bytes)]) -> u64 {
+    pieces.iter().map(|(_, b)| b.len() as u64).sum()
 }
 
 #[cfg(test)]
@@ -145,6 +212,7 @@ mod tests {
             object,
             io: QueryIo {
                 blocks: Arc::default(),
+                disk: None,
                 metrics: Arc::default(),
                 hedge: HedgePolicy::default(),
             },

@@ -1,5 +1,5 @@
 //! What a running statement reaches through DataFusion's session config: sources, the
-//! footer and block caches, the memory budget for bytes in flight, and the statement
+//! footer, block and disk caches, the memory budget for bytes in flight, and the statement
 //! itself (its settings, resolved once, and its metrics). Plans carry only data (paths,
 //! buckets); everything stateful lives here, so a plan that travels to a worker finds the
 //! worker's own runtime. Files are opened one way: `open` (a reader and its footer).
@@ -13,7 +13,7 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use parquet::file::metadata::ParquetMetaData;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, DiskCache};
 use crate::footer::{Footer, FooterCache};
 use crate::metrics::QueryMetrics;
 use crate::options::{QuiverOptions, Settings};
@@ -63,6 +63,9 @@ pub struct QuiverRuntime {
     pub sources: Sources,
     pub footers: FooterCache,
     pub blocks: Arc<BlockCache>,
+    /// Behind the block cache, for the processes after this one; opened as the statement's
+    /// settings say (`quiver.disk_cache_bytes`, `quiver.cache_dir`).
+    disk: RwLock<Option<Arc<DiskCache>>>,
     query: RwLock<Arc<Query>>,
     memory: Arc<Semaphore>,
     memory_units: u32,
@@ -81,6 +84,7 @@ impl QuiverRuntime {
             sources,
             footers: FooterCache::default(),
             blocks: Arc::default(),
+            disk: RwLock::default(),
             query: RwLock::default(),
             memory: Arc::new(Semaphore::new(memory_units as usize)),
             memory_units,
@@ -96,7 +100,8 @@ impl QuiverRuntime {
 
     /// Starts a statement under `options`: its settings resolved, its metrics afresh
     /// (returned), the block cache bounded as its settings say, and to a quarter of the
-    /// statement's memory limit, which it sits outside of.
+    /// statement's memory limit, which it sits outside of, and the disk cache opened,
+    /// bounded or closed as they say.
     pub fn begin_query(
         &self,
         options: &QuiverOptions,
@@ -105,6 +110,7 @@ impl QuiverRuntime {
         let share_of_limit = memory_limit.map_or(u64::MAX, |limit| limit / 4);
         self.blocks
             .set_capacity(options.block_cache_bytes.min(share_of_limit));
+        self.open_disk_cache(options);
         let query = Query {
             settings: Settings::of(options.clone()),
             metrics: Arc::default(),
@@ -113,6 +119,23 @@ impl QuiverRuntime {
         let metrics = Arc::clone(&query.metrics);
         *self.query.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(query);
         metrics
+    }
+
+    fn open_disk_cache(&self, options: &QuiverOptions) {
+        let wanted = options.disk_cache_dir();
+        let mut disk = self.disk.write().unwrap_or_else(|p| p.into_inner());
+        match (disk.as_ref(), wanted) {
+            (Some(open), Some(dir)) if open.dir() == dir => {
+                open.set_capacity(options.disk_cache_bytes)
+            }
+            (_, wanted) => {
+                // The cache it replaces waits for its writes as it drops: rare (a setting
+                // changed), and the bytes then are not lost.
+                *disk = wanted
+                    .and_then(|dir| DiskCache::open(&dir, options.disk_cache_bytes))
+                    .map(Arc::new);
+            }
+        }
     }
 
     /// The statement running now.
@@ -137,6 +160,7 @@ impl QuiverRuntime {
             object: object.clone(),
             io: QueryIo {
                 blocks: Arc::clone(&self.blocks),
+                disk: self.disk.read().unwrap_or_else(|p| p.into_inner()).clone(),
                 metrics: Arc::clone(&query.metrics),
                 hedge: query.settings.hedge,
             },

@@ -159,7 +159,8 @@ pub(crate) async fn discard_shipped(key: Option<String>, context: &TaskContext) 
 }
 
 /// The query's `quiver.*` settings, so that workers read as the coordinator planned; all
-/// but the memory limit, which is each process's own (a worker's is its function's).
+/// but the memory limit and the disk cache, which are each process's own (a worker's are
+/// its function's).
 /// DataFusion lists an extension's entries without its prefix (`block_cache_bytes`), so
 /// they are taken from the extension and prefixed here; filtering the session's entries by
 /// `quiver.` found none, and workers ran on their defaults (their block cache on when a
@@ -171,7 +172,8 @@ pub fn quiver_settings(config: &ConfigOptions) -> BTreeMap<String, String> {
         .into_iter()
         .filter_map(|entry| {
             let key = entry.key.trim_start_matches('.');
-            (key != "memory_limit").then_some(())?;
+            let own = ["memory_limit", "disk_cache_bytes", "cache_dir"].contains(&key);
+            (!own).then_some(())?;
             Some((format!("quiver.{key}"), entry.value?))
         })
         .collect()
@@ -188,12 +190,14 @@ mod tests {
         config.set("quiver.block_cache_bytes", "0").unwrap();
         config.set("quiver.coalesce_gap", "4096").unwrap();
         config.set("quiver.memory_limit", "2MB").unwrap();
+        config.set("quiver.disk_cache_bytes", "1000").unwrap();
         let settings = quiver_settings(&config);
-        // The coordinator's memory limit is its own; a worker has its function's.
-        assert!(
-            !settings.contains_key("quiver.memory_limit"),
-            "{settings:?}"
-        );
+        // The coordinator's memory limit and disk cache are its own; a worker has its
+        // function's.
+        for own in ["memory_limit", "disk_cache_bytes", "cache_dir"] {
+            let key = format!("quiver.{own}");
+            assert!(!settings.contains_key(&key), "{settings:?}");
+        }
         assert_eq!(
             settings.get("quiver.block_cache_bytes").map(String::as_str),
             Some("0")

@@ -301,6 +301,7 @@ pub(super) struct ScanCounters {
     pub requests: Count,
     pub bytes_read: Count,
     pub cache_hit_bytes: Count,
+    pub disk_cache_hit_bytes: Count,
     /// Row groups a dynamic filter ruled out when their bucket opened.
     pub row_groups_pruned_dynamic: Count,
 }
@@ -312,6 +313,7 @@ impl ScanCounters {
             requests: counter("requests"),
             bytes_read: counter("bytes_read"),
             cache_hit_bytes: counter("cache_hit_bytes"),
+            disk_cache_hit_bytes: counter("disk_cache_hit_bytes"),
             row_groups_pruned_dynamic: counter("row_groups_pruned_dynamic"),
         }
     }
@@ -325,6 +327,8 @@ impl ScanCounters {
             self.requests.add(stats.requests as usize);
             self.bytes_read.add(stats.bytes as usize);
             self.cache_hit_bytes.add(stats.cache_hit_bytes as usize);
+            self.disk_cache_hit_bytes
+                .add(stats.disk_cache_hit_bytes as usize);
         }
     }
 }

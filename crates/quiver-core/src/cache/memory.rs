@@ -1,4 +1,4 @@
-//! The block cache: bytes already fetched, kept per object version so that a hot re-run
+//! The block cache: bytes already fetched, kept in memory per object version so that a hot re-run
 //! makes no request for bytes it holds. Bounded by bytes; the oldest pieces leave first.
 //! Lookups split a request into what is held and what is missing, so the fetch layer can
 //! coalesce adjacent misses into one request. The cache owns its bound: a query sets it
@@ -75,17 +75,7 @@ impl BlockCache {
                 missing: ranges.to_vec(),
             };
         };
-        let mut found = Lookup::default();
-        for range in ranges {
-            walk(pieces, range, |position, end, piece| match piece {
-                Some((start, bytes)) => found.held.push((
-                    position,
-                    bytes.slice((position - start) as usize..(end - start) as usize),
-                )),
-                None => found.missing.push(position..end),
-            });
-        }
-        found
+        split(pieces, ranges)
     }
 
     /// Keeps the parts of `pieces` not already held, then evicts down to the bound.
@@ -148,12 +138,45 @@ fn key(object: &ObjectMeta) -> ObjectKey {
     (object.path.clone(), object.version.clone())
 }
 
+/// What `pieces` hold of `ranges` (served as slices of them), and what they lack.
+pub(super) fn split(pieces: &BTreeMap<u64, Bytes>, ranges: &[Range<u64>]) -> Lookup {
+    let mut found = Lookup::default();
+    for range in ranges {
+        walk(pieces, range, |position, end, piece| match piece {
+            Some((start, bytes)) => found.held.push((
+                position,
+                bytes.slice((position - start) as usize..(end - start) as usize),
+            )),
+            None => found.missing.push(position..end),
+        });
+    }
+    found
+}
+
+/// How long a piece is: its bytes in memory, or its length alone (a piece on disk, before
+/// it is read).
+pub(super) trait Extent {
+    fn extent(&self) -> u64;
+}
+
+impl Extent for Bytes {
+    fn extent(&self) -> u64 {
+        self.len() as u64
+    }
+}
+
+impl Extent for u64 {
+    fn extent(&self) -> u64 {
+        *self
+    }
+}
+
 /// Walks `range` over non-overlapping `pieces`, calling `visit(from, to, piece)` for each
-/// stretch: `Some(piece start, piece bytes)` where a piece covers it, `None` where none does.
-fn walk(
-    pieces: &BTreeMap<u64, Bytes>,
+/// stretch: `Some(piece start, piece)` where a piece covers it, `None` where none does.
+pub(super) fn walk<T: Extent>(
+    pieces: &BTreeMap<u64, T>,
     range: &Range<u64>,
-    mut visit: impl FnMut(u64, u64, Option<(u64, &Bytes)>),
+    mut visit: impl FnMut(u64, u64, Option<(u64, &T)>),
 ) {
     let mut position = range.start;
     let first = pieces
@@ -161,8 +184,8 @@ fn walk(
         .next_back()
         .map(|(s, _)| *s)
         .unwrap_or(position);
-    for (&start, bytes) in pieces.range(first..range.end) {
-        let end = start + bytes.len() as u64;
+    for (&start, piece) in pieces.range(first..range.end) {
+        let end = start + piece.extent();
         if end <= position {
             continue;
         }
@@ -171,7 +194,7 @@ fn walk(
             position = start;
         }
         let until = end.min(range.end);
-        visit(position, until, Some((start, bytes)));
+        visit(position, until, Some((start, piece)));
         position = until;
         if position >= range.end {
             return;
