@@ -136,9 +136,11 @@ class Quiver:
             args += ["--threads", str(threads)]
         script = "".join(statement + ";\n" for statement in setup)
         script += "".join(_statement(sql) + ";\n" for _ in range(repeat - 1)) + sql
-        env = None
+        # The disk cache off, unless this variant turns it on (scenario disk_cache): a cold
+        # run reads from the source, never from what an earlier run kept.
+        env = {**os.environ, "QUIVER_DISK_CACHE_BYTES": "0"}
         if self.env:
-            env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+            env = {k: v for k, v in env.items() if not k.startswith("AWS_")}
             env.update(self.env)
         start = time.perf_counter()
         try:
@@ -212,7 +214,12 @@ def _profile(stderr):
 # --- in-process engines: a driver runs inside the worker, a handle in the harness -------------
 
 class DuckDBDriver:
-    def __init__(self):
+    def __init__(self, site=None):
+        if site:  # another DuckDB, installed there (see DuckDB.over_s3); it replaces the
+            # one the harness's modules imported into this worker as it started
+            sys.path.insert(0, site)
+            for module in [m for m in sys.modules if m.split(".")[0] in ("duckdb", "_duckdb")]:
+                del sys.modules[module]
         import duckdb
         self.duckdb = duckdb
 
@@ -304,10 +311,11 @@ def _session_runs(driver, setup, sql, threads, count, counter):
     return runs
 
 
-def _serve(conn, name):
+def _serve(conn, name, site=None):
     """Worker loop: (setup, sql, threads[, count, counter]) in; ("ok", [(rows, seconds,
-    server)], None) or ("error", message, None) out."""
-    driver = DRIVERS[name]()
+    server)], None) or ("error", message, None) out. `site`: a folder of packages that come
+    before this Python's (DuckDB.over_s3's)."""
+    driver = DRIVERS[name](site) if site else DRIVERS[name]()
     _session_runs(driver, [], "SELECT 1", None, 1, None)
     while True:
         request = conn.recv()
@@ -324,10 +332,16 @@ class InProcess:
     """Harness-side handle of an engine that runs in a worker process."""
 
     package = None
+    site = None  # a folder of packages the worker puts first on its path
 
     def __init__(self, timeout):
         self.timeout = timeout
         self.proc = self.conn = None
+
+    def over_s3(self):
+        """(the engine as it reads S3 here, None) or (self, why it cannot)."""
+        reason = self.s3_support() if hasattr(self, "s3_support") else None
+        return self, reason
 
     def version(self):
         return f"{self.label} {package_version(self.package)} (Python package {self.package})"
@@ -357,7 +371,7 @@ class InProcess:
     def _start(self):
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, self.name), daemon=True)
+        self.proc = ctx.Process(target=_serve, args=(child, self.name, self.site), daemon=True)
         self.proc.start()
         child.close()
 
@@ -388,13 +402,35 @@ class DuckDB(InProcess):
         return [f"CREATE VIEW {name} AS SELECT {columns} "
                 f"FROM read_parquet({sql_string(glob)}{options})"]
 
+    def over_s3(self):
+        """This DuckDB if it loads httpfs here; else DuckDB 1.4.4, for which PyPI ships httpfs
+        (`duckdb-ext-httpfs`), installed once under the data folder and imported by its own
+        worker ahead of this Python's DuckDB; else (self, why neither can)."""
+        reason = self.s3_support()
+        if reason is None:
+            return self, None
+        try:
+            site, load = _httpfs_site()
+        except (OSError, subprocess.CalledProcessError) as e:
+            return self, f"{reason}; DuckDB {HTTPFS_DUCKDB} with PyPI's httpfs: {e}"
+        engine = DuckDB(self.timeout)
+        engine.site, engine.load = site, load
+        engine.label = f"DuckDB {HTTPFS_DUCKDB}"
+        return engine, None
+
+    def version(self):
+        if self.site:
+            return f"DuckDB {HTTPFS_DUCKDB} with httpfs (PyPI, in {self.site})"
+        return super().version()
+
     def s3_view(self, name, key, s3, files=False):
-        """Needs the httpfs extension (see s3_support); the secret makes it path-style."""
+        """Needs the httpfs extension (see over_s3); the secret makes it path-style."""
         secret = (f"CREATE OR REPLACE SECRET bench_s3 (TYPE s3, KEY_ID {sql_string(s3.access_key)}, "
                   f"SECRET {sql_string(s3.secret_key)}, REGION {sql_string(s3.region)}, "
                   f"ENDPOINT {sql_string(s3.host_port)}, URL_STYLE 'path', "
                   f"USE_SSL {'true' if s3.url.startswith('https') else 'false'})")
-        return [_httpfs_load(), secret] + self.view(name, s3.s3_url(key), files=files)
+        load = getattr(self, "load", None) or _httpfs_load()
+        return [load, secret] + self.view(name, s3.s3_url(key), files=files)
 
     @staticmethod
     def s3_support(timeout=20):
@@ -432,6 +468,30 @@ class DuckDB(InProcess):
         with open(marker, "w") as f:
             f.write(reason + "\n")
         return reason
+
+
+HTTPFS_DUCKDB = "1.4.4"
+
+
+def _httpfs_site():
+    """(folder, LOAD statement): DuckDB 1.4.4 and its httpfs from PyPI, installed once into a
+    folder under the data root (pip --target), checked by loading it there."""
+    from benches import data
+
+    site = os.path.join(data.ROOT, "python", f"duckdb-{HTTPFS_DUCKDB}-httpfs")
+    extension = os.path.join(site, "duckdb_ext", "extensions", f"v{HTTPFS_DUCKDB}",
+                             "linux_amd64", "httpfs.duckdb_extension")
+    if not os.path.exists(extension):
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+                        site, f"duckdb=={HTTPFS_DUCKDB}", f"duckdb-ext-httpfs~={HTTPFS_DUCKDB}.0"],
+                       check=True, capture_output=True, timeout=600)
+    load = f"LOAD {sql_string(extension)}"
+    check = (f"import sys; sys.path.insert(0, sys.argv[1]); import duckdb; "
+             f"assert duckdb.__version__ == {HTTPFS_DUCKDB!r}, duckdb.__version__; "
+             f"duckdb.connect().execute(sys.argv[2])")
+    subprocess.run([sys.executable, "-c", check, site, load], check=True, capture_output=True,
+                   timeout=60)
+    return site, load
 
 
 def _httpfs_load():

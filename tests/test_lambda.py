@@ -88,6 +88,10 @@ def emulator(s3, tmp_path_factory):
         # in time (a worker here answers in seconds).
         QUIVER_INVOKE_TIMEOUT_SECS="90",
         RUST_LOG="warn",
+        # Each function's disk cache on, as deployed, in this module's folder (the instances
+        # share it, as a warm instance's requests share its /tmp).
+        QUIVER_DISK_CACHE_BYTES=str(256 << 20),
+        QUIVER_CACHE_DIR=str(folder / "cache"),
     )
     del env["AWS_ENDPOINT_URL"]
     emulator = Emulator(env, fault_file, str(folder / "emulator.log"))
@@ -140,10 +144,11 @@ def test_tpch_by_direct_invoke(emulator, s3, oracle, n):
     body = invoke_query(emulator, _prelude(s3) + query_sql(n))
     check_csv(oracle, n, body["result"], "by direct invoke")
     # The workers scanned: the bytes came through them, from S3 or, in a warm instance that
-    # read these row groups for an earlier query, from its block cache.
+    # read these row groups for an earlier query, from its block cache or its /tmp.
     workers = body["metrics"]["workers"]
     assert workers["buckets"] > 0, body["metrics"]
-    assert workers["bytes_read"] + workers["cache_hit_bytes"] > 0, body["metrics"]
+    read = ("bytes_read", "cache_hit_bytes", "disk_cache_hit_bytes")
+    assert sum(workers[k] for k in read) > 0, body["metrics"]
 
 
 @pytest.mark.parametrize("n", QUERIES)
@@ -274,6 +279,47 @@ def test_workers_read_exactly_the_footer_the_coordinator_read(emulator, s3, tpch
     # The coordinator's read, then one per worker (a hedged duplicate may add one).
     assert tails[-1] == 512 * 1024 and tails[:-1] == [footer] * (len(tails) - 1), tails
     assert len(tails) - 1 >= WORKERS, tails
+
+
+def test_a_second_request_reads_repeated_ranges_from_tmp(emulator, s3):
+    """What a worker fetched is kept in its function's /tmp: the same scan again, with the
+    block cache off so that memory cannot serve it, makes no data GET."""
+    key = f"fresh/lineitem-{time.time_ns()}.parquet"
+    s3.client().copy_object(Bucket=s3.bucket, Key=key,
+                            CopySource={"Bucket": s3.bucket,
+                                        "Key": "tpch/single/lineitem.parquet"})
+    sql = f"SELECT sum(l_quantity) AS q, sum(l_discount) AS d FROM '{s3.url(key)}'"
+    try:
+        first = invoke_query(emulator, sql, fmt="json")
+        assert first["metrics"]["workers"]["bytes_read"] > 0, first["metrics"]
+        wait_for_writes(emulator.env["QUIVER_CACHE_DIR"])
+        s3.control.reset()
+        second = invoke_query(emulator, sql, fmt="json",
+                              settings={**SETTINGS, "quiver.block_cache_bytes": "0"})
+        gets = [r for r in s3.control.stats()["requests"]
+                if r["kind"] == "GetObject" and r["path"].endswith(key)]
+    finally:
+        s3.client().delete_object(Bucket=s3.bucket, Key=key)
+    assert second["result"] == first["result"]
+    workers = second["metrics"]["workers"]
+    assert gets == [] and workers["bytes_read"] == 0, (gets, second["metrics"])
+    assert workers["disk_cache_hit_bytes"] > 0, second["metrics"]
+
+
+def wait_for_writes(folder, quiet=0.3, timeout=15):
+    """Until no piece is being written under `folder` and its size holds for `quiet` s (the
+    functions write what they fetched after they answer)."""
+    def state():
+        names = [os.path.join(root, n) for root, _, files in os.walk(folder) for n in files]
+        return sum(os.path.getsize(n) for n in names if os.path.exists(n)), \
+            any(n.endswith(".part") for n in names)
+    deadline, last = time.time() + timeout, None
+    while time.time() < deadline:
+        now = state()
+        if now == last and not now[1]:
+            return
+        last = now
+        time.sleep(quiet)
 
 
 @pytest.mark.parametrize("fault", ["error", "panic", "crash"])

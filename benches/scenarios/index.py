@@ -68,8 +68,8 @@ def _engines(bench, endpoint):
                                   e.args + ["--set", "quiver.index=off"], env, NO_INDEX,
                                   NO_INDEX_LABEL))
         elif e.name in ("duckdb", "chdb"):
-            engines.append(e)
-            reason = e.s3_support() if hasattr(e, "s3_support") else None
+            peer, reason = e.over_s3()
+            engines.append(peer)
             if reason:
                 unsupported[e.name] = reason
     return engines, unsupported

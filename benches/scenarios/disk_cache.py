@@ -1,0 +1,146 @@
+"""Scenario `disk_cache`: what a cache that outlives the process is worth. ClickBench's 43
+queries over its one big file (benches/clickbench.py) on MinIO behind the counting proxy (its
+latency and bandwidth as scenario s3's), each query run twice, each run a fresh process: for
+Quiver the first starts from an empty disk cache and the second reads what the first kept
+there (`~/.cache/quiver` by default, a folder of this scenario's here); DuckDB (whose external
+file cache lives in memory) and chDB start from nothing both times. Per run: the proxy's GETs
+and MB, and the seconds, with answers checked against DuckDB on the local file.
+
+In the tables "cold" is the first run and "hot" the second, both fresh processes.
+"""
+import os
+import shutil
+import tempfile
+
+from benches import clickbench, measure, objectstore, report
+from benches.engines import EngineError, Quiver
+
+NAME = "disk_cache"
+TITLE = "A disk cache between processes: ClickBench's one file over S3, first and second run"
+KINDS = ("cold", "hot")
+LABELS = {"cold": "first run", "hot": "second run"}
+KEY = "clickbench/hits.parquet"
+
+
+def run(bench):
+    options = bench.options
+    local = os.path.join(clickbench.hits(bench.mode.name), "one", "hits.parquet")
+    queries = clickbench.queries()
+    try:
+        with objectstore.bucket_behind_proxy(options, {KEY: local}, NAME) as (
+                minio, proxy, endpoint):
+            folder = tempfile.mkdtemp(prefix="quiver-disk-cache-")
+            try:
+                engines, unsupported = _engines(bench, endpoint, folder)
+                results = _measure_all(bench, engines, unsupported, queries, local, endpoint,
+                                       proxy.counter, minio, folder)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+    except objectstore.ServerError as e:
+        print(f"  {NAME}: not run: {e}", flush=True)
+        return report.Section(NAME, TITLE, f"Not run: {e}\n", [], [f"not run: {e}"])
+    return _section(bench, engines, results, local, options)
+
+
+def _engines(bench, endpoint, folder):
+    """Quiver with its disk cache in `folder`, and the peers that read S3 here."""
+    engines, unsupported = [], {}
+    for e in bench.engines:
+        if isinstance(e, Quiver):
+            if e.executor != "datafusion":
+                continue
+            env = {**endpoint.env(), "QUIVER_DISK_CACHE_BYTES": str(16 << 30),
+                   "XDG_CACHE_HOME": folder}
+            engines.append(Quiver(e.binary, e.timeout, e.executor, e.args, env, e.name, e.label))
+        elif e.name in ("duckdb", "chdb"):
+            peer, reason = e.over_s3()
+            engines.append(peer)
+            if reason:
+                unsupported[e.name] = reason
+    return engines, unsupported
+
+
+def _measure_all(bench, engines, unsupported, queries, local, endpoint, counter, minio, folder):
+    reference = next(e for e in bench.engines if e.name == "duckdb")
+    evict_files = minio.bucket_files(objectstore.BUCKET)
+    results = {}
+    for label, spellings in queries.items():
+        try:
+            expected = reference.run(reference.view("hits", local), spellings["duckdb"]).rows
+        except EngineError as e:
+            expected = None
+            print(f"  {NAME} {label}: DuckDB on the local file failed: {e}", flush=True)
+        outcomes = {}
+        for e in engines:
+            if e.name in unsupported:
+                outcomes[e.name] = measure.Outcome("n/a", note=unsupported[e.name])
+                continue
+            if isinstance(e, Quiver):
+                shutil.rmtree(folder, ignore_errors=True)  # the first run starts empty
+            bench.cache.evict(evict_files)
+            outcomes[e.name] = _twice(e, e.s3_view("hits", KEY, endpoint), spellings[e.name],
+                                      expected, clickbench.KEYS.get(label), counter)
+        cells = "  ".join(f"{e.name} {_progress(outcomes[e.name])}" for e in engines)
+        print(f"  {NAME} {label}: {cells}", flush=True)
+        results[label] = outcomes
+    return results
+
+
+def _twice(engine, setup, sql, expected, keys, counter):
+    """Two runs, each a fresh session (for Quiver a fresh process), both checked."""
+    try:
+        runs = [engine.session_runs(setup, sql, count=1, counter=counter)[0] for _ in KINDS]
+    except EngineError as e:
+        return measure.Outcome("error", note=str(e))
+    stats = {kind: result.server for kind, result in zip(KINDS, runs)}
+    stats["profile"] = runs[-1].stats
+    if expected is None:
+        return measure.Outcome("unchecked", stats=stats)
+    for kind, result in zip(KINDS, runs):
+        wrong = measure.check(expected, result.rows, keys)
+        if wrong is not None:
+            return measure.Outcome("wrong", note=f"{LABELS[kind]}: {wrong}", stats=stats)
+    return measure.Outcome("ok", cold=runs[0].seconds, hot=runs[1].seconds, stats=stats)
+
+
+def _gets(outcome, kind):
+    return outcome.stats.get(kind, {}).get("counts", {}).get("GetObject", 0)
+
+
+def _progress(outcome):
+    if not outcome.ok:
+        return outcome.status
+    gets = "/".join(str(_gets(outcome, kind)) for kind in KINDS)
+    times = "/".join(report.seconds(outcome.time(kind)) for kind in KINDS)
+    return f"{times} s ({gets} GETs)"
+
+
+def _section(bench, engines, results, local, options):
+    base = next(e for e in engines if e.name == "quiver")
+    peers = [e for e in engines if e is not base
+             and not all(o[e.name].status == "n/a" for o in results.values())]
+    cap = (f"{options.s3_bandwidth:g} MB/s per connection" if options.s3_bandwidth
+           else "no bandwidth cap")
+    totals_table, totals = report.request_totals(results, engines, "engine", KINDS, LABELS)
+    body = (
+        f"`{local}` ({os.path.getsize(local) / 1e6:.0f} MB, "
+        f"{clickbench.ROWS[bench.mode.name]:,} rows) as `s3://{objectstore.BUCKET}/{KEY}` on "
+        f"MinIO, reached through the counting proxy: **{options.s3_latency:g} ms before each "
+        f"request**, {cap}. Each query runs twice, each run a fresh process (DuckDB, chDB: a "
+        f"fresh connection), MinIO's file evicted from the page cache before the first. "
+        f"Quiver's disk cache is emptied before the first run; its second run reads what the "
+        f"first kept. In the tables, cold is the first run and hot the second.\n\n"
+        + "### First run: seconds\n\n" + report.time_table(results, engines, "cold")
+        + "\n### Second run: seconds\n\n" + report.time_table(results, engines, "hot")
+        + "\n### GETs and MB, counted by the proxy (queries each engine got right)\n\n"
+        + totals_table
+        + f"\n### {base.label} against each peer (below 1x: {base.label} is faster)\n\n"
+        + report.ratio_table(results, base, peers, KINDS)
+        + "\n### Notes\n\n" + report.notes(results, engines))
+    summary = report.ratio_lines(results, base, peers, KINDS)
+    for e in engines:
+        if (e.name, "cold") in totals:
+            (fg, fm), (sg, sm) = totals[(e.name, "cold")], totals[(e.name, "hot")]
+            summary.append(f"{e.label}: {fg} GETs / {fm:.1f} MB first run, {sg} GETs / "
+                           f"{sm:.1f} MB second run")
+    return report.Section(NAME, TITLE, body, [], summary)
