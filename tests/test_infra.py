@@ -321,7 +321,9 @@ def test_environment(module):
         to_hcl(module.resources[("aws_lambda_function", name)]["environment"][0]["variables"])
         for name in ("worker", "coordinator")) + "]"
     worker, coordinator = evaluate(module, expression, EXISTING_RESULTS)
-    assert worker == {"QUIVER_RESULT_PREFIX": "s3://res-bucket/quiver/spill/", "RUST_LOG": "info"}
+    # Half of the default 2048 MB of /tmp keeps remote bytes (the disk cache).
+    assert worker == {"QUIVER_RESULT_PREFIX": "s3://res-bucket/quiver/spill/", "RUST_LOG": "info",
+                      "QUIVER_DISK_CACHE_BYTES": str(1024 << 20)}
     assert coordinator == dict(worker,
                                QUIVER_WORKER_FUNCTION="<aws_lambda_function.worker.function_name>",
                                QUIVER_MAX_WORKERS="64",

@@ -276,9 +276,11 @@ def test_workers_read_exactly_the_footer_the_coordinator_read(emulator, s3, tpch
     tails = sorted(r["bytes"] for r in requests
                    if r["kind"] == "GetObject" and r["path"].endswith(key)
                    and (r["range"] or "").endswith(f"-{size - 1}"))
-    # The coordinator's read, then one per worker (a hedged duplicate may add one).
+    # The coordinator's read, then one per worker that found the footer in no cache of its
+    # own (workers share their disk cache here, as a warm instance's requests do on Lambda;
+    # a hedged duplicate may add one): never a 512 KiB tail.
     assert tails[-1] == 512 * 1024 and tails[:-1] == [footer] * (len(tails) - 1), tails
-    assert len(tails) - 1 >= WORKERS, tails
+    assert len(tails) - 1 >= 1, tails
 
 
 def test_a_second_request_reads_repeated_ranges_from_tmp(emulator, s3):

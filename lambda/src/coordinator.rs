@@ -89,7 +89,7 @@ impl Coordinator {
         for (key, value) in settings {
             session.set(key, value)?;
         }
-        crate::keep_on_disk(&session)?;
+        crate::keep_on_disk(&session, "coordinator")?;
         Ok(session)
     }
 

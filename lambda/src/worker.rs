@@ -52,7 +52,7 @@ impl Worker {
         for (key, value) in &request.settings {
             self.session.set(key, value)?;
         }
-        crate::keep_on_disk(&self.session)?;
+        crate::keep_on_disk(&self.session, "worker")?;
         // The statement's pool first: the task context takes the session's pool as it is.
         let metrics = self.session.begin_query()?;
         reset_peak_memory();
