@@ -123,3 +123,18 @@ def test_it_is_off_with_zero(s3_remote, tmp_path):
     remote, sql = s3_remote, two_column_sql(s3_remote)
     run(remote, cached(remote, tmp_path, 0), sql)
     assert pieces(tmp_path) == {}
+
+
+def test_quiver_cache_shows_and_clears_it(s3_remote, tmp_path):
+    remote, sql = s3_remote, two_column_sql(s3_remote)
+    env = cached(remote, tmp_path)
+    run(remote, env, sql)
+    held = sum(pieces(tmp_path).values())
+    show = remote.quiver.run("cache", "show", env=env)
+    assert show.returncode == 0 and f"({held} bytes) held" in show.stdout, show.stdout
+    clear = remote.quiver.run("cache", "clear", env=env)
+    assert clear.returncode == 0 and f"({held} bytes) freed" in clear.stdout, clear.stdout
+    assert pieces(tmp_path) == {}
+    remote.control.reset()
+    run(remote, env, sql)
+    assert len(remote.gets()) > 0, "a cleared cache served a GET"

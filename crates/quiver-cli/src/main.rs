@@ -2,6 +2,7 @@
 //! with no command, the interactive shell. All query behaviour lives in the core, where
 //! the browser and Lambda get it too.
 
+mod cache;
 mod output;
 mod progress;
 mod sessions;
@@ -46,8 +47,8 @@ Examples:
   quiver index build 's3://bucket/events/**/*.parquet'
 
 Remote bytes read are kept in ~/.cache/quiver (4 GiB, least recently used leave first), so the
-next run reads them from disk; QUIVER_DISK_CACHE_BYTES=0 or --set quiver.disk_cache_bytes=0
-turns that off, --set quiver.cache_dir=DIR moves it.";
+next run reads them from disk (`quiver cache show`, `quiver cache clear`);
+QUIVER_DISK_CACHE_BYTES=0 or --set quiver.disk_cache_bytes=0 turns that off.";
 
 const INDEX_EXAMPLES: &str = "\
 Examples:
@@ -83,6 +84,8 @@ enum Command {
     /// are read.
     #[command(after_help = INDEX_EXAMPLES)]
     Index(IndexArgs),
+    /// Show or clear the disk cache, where remote bytes are kept for the next runs.
+    Cache(cache::CacheArgs),
 }
 
 #[derive(Args)]
@@ -239,7 +242,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let threads = match &cli.command {
         Some(Command::Query(args) | Command::Explain(args)) => args.threads,
-        Some(Command::Index(_)) | None => None,
+        Some(Command::Index(_) | Command::Cache(_)) | None => None,
     }
     .unwrap_or_else(|| SessionOptions::default().threads)
     .max(1);
@@ -302,6 +305,7 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
     let args = match command {
         Command::Query(args) | Command::Explain(args) => args,
         Command::Index(args) => return run_index(args).await,
+        Command::Cache(args) => return cache::run(args),
     };
     let sql = read_sql(&args)?;
     let (session, lambda) = query_session(&args, threads).await?;

@@ -52,7 +52,7 @@ pub mod sql_types;
 mod statistics;
 mod table;
 
-pub use cache::DISK_CACHE_BYTES;
+pub use cache::{default_dir as default_cache_dir, DiskCache, DISK_CACHE_BYTES};
 pub use error::{describe, QuiverError};
 pub use exec::ExecutorKind;
 pub use fetch::{coalesce, FetchOptions};

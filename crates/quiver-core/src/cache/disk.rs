@@ -186,6 +186,16 @@ impl DiskCache {
         entries(&self.root).iter().map(|e| e.size).sum()
     }
 
+    /// Removes every piece; returns the bytes freed. A process writing at the same time
+    /// may leave a piece behind, never a broken one.
+    pub fn clear(&self) -> u64 {
+        let freed = self.size();
+        for object in fs::read_dir(&self.root).into_iter().flatten().flatten() {
+            let _ = fs::remove_dir_all(object.path());
+        }
+        freed
+    }
+
     fn folder(&self, object: &ObjectMeta) -> PathBuf {
         let key = format!("{}\0{}", object.path, object.version);
         self.root
