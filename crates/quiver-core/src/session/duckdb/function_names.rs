@@ -24,6 +24,12 @@ const MACROS: &[(&str, Option<usize>, &str)] = &[
     // `length` of a list counts its elements (see `typed`).
     ("len", Some(1), "length($1)"),
     ("lcase", Some(1), "lower($1)"),
+    ("split", Some(2), "string_to_array($1, $2)"),
+    ("editdist3", Some(2), "levenshtein($1, $2)"),
+    ("unicode", Some(1), "CASE WHEN $1 = '' THEN -1 ELSE ascii($1) END"),
+    ("ord", Some(1), "CASE WHEN $1 = '' THEN -1 ELSE ascii($1) END"),
+    ("uuid_extract_version", Some(1), "CAST(substr(CAST($1 AS VARCHAR), 15, 1) AS INTEGER)"),
+    ("constant_or_null", Some(2), "CASE WHEN $2 IS NULL THEN NULL ELSE $1 END"),
     ("ucase", Some(1), "upper($1)"),
     ("prefix", Some(2), "starts_with($1, $2)"),
     ("suffix", Some(2), "ends_with($1, $2)"),
@@ -62,6 +68,35 @@ const MACROS: &[(&str, Option<usize>, &str)] = &[
     ("second", Some(1), "CAST(date_part('second', $1) AS BIGINT)"),
     ("epoch", Some(1), "CAST(date_part('epoch', $1) AS DOUBLE)"),
     ("epoch_ms", Some(1), "CAST(date_part('epoch', $1) * 1000 AS BIGINT)"),
+    // Through the timestamp's integer: a DOUBLE of seconds loses the last microseconds.
+    (
+        "epoch_us",
+        Some(1),
+        "CAST(arrow_cast($1, 'Timestamp(Microsecond, None)') AS BIGINT)",
+    ),
+    (
+        "epoch_ns",
+        Some(1),
+        "CAST(arrow_cast($1, 'Timestamp(Nanosecond, None)') AS BIGINT)",
+    ),
+    // The second's parts, with the seconds: 11:59:44.123456 is 44123 ms.
+    ("millisecond", Some(1), "CAST(floor(date_part('millisecond', $1)) AS BIGINT)"),
+    ("microsecond", Some(1), "CAST(floor(date_part('microsecond', $1)) AS BIGINT)"),
+    ("weekday", Some(1), "CAST(date_part('dow', $1) AS BIGINT)"),
+    ("decade", Some(1), "CAST(floor(date_part('year', $1) / 10) AS BIGINT)"),
+    ("century", Some(1), "CAST(floor((date_part('year', $1) - 1) / 100) AS BIGINT) + 1"),
+    (
+        "millennium",
+        Some(1),
+        "CAST(floor((date_part('year', $1) - 1) / 1000) AS BIGINT) + 1",
+    ),
+    ("era", Some(1), "CASE WHEN date_part('year', $1) > 0 THEN 1 ELSE 0 END"),
+    // The Julian day number, and the day's fraction since midnight.
+    ("julian", Some(1), "date_part('epoch', $1) / 86400 + 2440588"),
+    ("strftime", Some(2), "to_char($1, $2)"),
+    // Buckets from DuckDB's origin, Monday 2000-01-03 (for strides of days or less).
+    ("time_bucket", Some(2), "date_bin($1, $2, TIMESTAMP '2000-01-03 00:00:00')"),
+    ("time_bucket", Some(3), "date_bin($1, $2, $3)"),
     // Monday 1 to Sunday 7.
     ("isodow", Some(1), "(CAST(date_part('dow', $1) AS BIGINT) + 6) % 7 + 1"),
     ("dayname", Some(1), "to_char($1, '%A')"),
@@ -81,17 +116,37 @@ const MACROS: &[(&str, Option<usize>, &str)] = &[
         "CAST($1 AS DOUBLE) - CAST($2 AS DOUBLE) * floor(CAST($1 AS DOUBLE) / CAST($2 AS DOUBLE))",
     ),
     ("greatest_common_divisor", Some(2), "gcd($1, $2)"),
+    ("sign", Some(1), "CAST(signum($1) AS TINYINT)"),
+    // To the next even integer away from zero: even(2.9) is 4.
+    (
+        "even",
+        Some(1),
+        "CASE WHEN $1 >= 0 THEN ceil(CAST($1 AS DOUBLE) / 2) * 2 \
+         ELSE floor(CAST($1 AS DOUBLE) / 2) * 2 END",
+    ),
+    ("isinf", Some(1), "abs(CAST($1 AS DOUBLE)) = CAST('inf' AS DOUBLE)"),
+    (
+        "isfinite",
+        Some(1),
+        "NOT isnan(CAST($1 AS DOUBLE)) AND abs(CAST($1 AS DOUBLE)) <> CAST('inf' AS DOUBLE)",
+    ),
     ("least_common_multiple", Some(2), "lcm($1, $2)"),
     // Lists.
     ("list_value", None, "make_array($*)"),
     ("array_value", None, "make_array($*)"),
     ("list_pack", None, "make_array($*)"),
+    ("list_reverse_sort", Some(1), "array_sort($1, 'DESC', 'NULLS LAST')"),
+    ("array_reverse_sort", Some(1), "array_sort($1, 'DESC', 'NULLS LAST')"),
+    ("struct_extract", Some(2), "get_field($1, $2)"),
+    ("map_extract_value", Some(2), "map_extract($1, $2)[1]"),
+    ("map_contains", Some(2), "cardinality(map_extract($1, $2)) > 0"),
     // Aggregates.
     ("count_if", Some(1), "count(CASE WHEN $1 THEN 1 END)"),
     ("countif", Some(1), "count(CASE WHEN $1 THEN 1 END)"),
     ("first", Some(1), "first_value($1)"),
     ("arbitrary", Some(1), "first_value($1)"),
     ("approx_count_distinct", Some(1), "approx_distinct($1)"),
+    ("approx_quantile", Some(2), "approx_percentile_cont($1, $2)"),
     ("favg", Some(1), "avg(CAST($1 AS DOUBLE))"),
     ("fsum", Some(1), "sum(CAST($1 AS DOUBLE))"),
     ("kahan_sum", Some(1), "sum(CAST($1 AS DOUBLE))"),
