@@ -1,0 +1,140 @@
+//! DuckDB's timestamp literals, where DataFusion reads them otherwise: `TIMESTAMP '2006-01-01
+//! 12:00'` (no seconds) is a timestamp, not an error, and a UTC offset on a TIMESTAMP without
+//! time zone is dropped, the wall clock kept (`TIMESTAMP '1992-04-20 15:26:00-07'` is 15:26,
+//! which DataFusion converts to 22:26 UTC). Written literals only (`TIMESTAMP '…'`,
+//! `CAST('…' AS TIMESTAMP)`); strings of a column cast at run time are left to DataFusion.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    DataType, Expr, TimezoneInfo, TypedString, Value, ValueWithSpan, VisitMut, VisitorMut,
+};
+
+/// Rewrites every timestamp literal of `statement` as DuckDB reads it (see the module's
+/// comment).
+pub fn duckdb_timestamp_literals<V: VisitMut>(statement: &mut V) {
+    struct Literals;
+    impl VisitorMut for Literals {
+        type Break = ();
+        fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+            let text = match expr {
+                Expr::TypedString(TypedString {
+                    data_type,
+                    value:
+                        ValueWithSpan {
+                            value: Value::SingleQuotedString(text),
+                            ..
+                        },
+                    ..
+                }) if without_zone(data_type) => Some(text),
+                Expr::Cast {
+                    expr: inner,
+                    data_type,
+                    ..
+                } if without_zone(data_type) => match inner.as_mut() {
+                    Expr::Value(ValueWithSpan {
+                        value: Value::SingleQuotedString(text),
+                        ..
+                    }) => Some(text),
+                    _ => None,
+                },
+                _ => None,
+            };
+            if let Some(text) = text {
+                *text = wall_clock(text);
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = statement.visit(&mut Literals);
+}
+
+fn without_zone(data_type: &DataType) -> bool {
+    matches!(
+        data_type,
+        DataType::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone)
+    )
+}
+
+/// `text` without a UTC offset after its time, and with `:00` seconds where it has only
+/// hours and minutes; anything that is not a date and a time stays as written.
+fn wall_clock(text: &str) -> String {
+    let trimmed = text.trim();
+    let Some(split) = trimmed.find([' ', 'T']).filter(|&i| i >= 8) else {
+        return text.to_string();
+    };
+    let (date, time) = (&trimmed[..split], &trimmed[split + 1..]);
+    // The offset starts at the first sign or Z after the time's digits.
+    let end = time
+        .find(['+', '-', 'Z', 'z'])
+        .filter(|&i| i >= 4)
+        .unwrap_or(time.len());
+    let offset = &time[end..];
+    let offset_ok = offset
+        .trim_start_matches(['+', '-', 'Z', 'z'])
+        .chars()
+        .all(|c| c.is_ascii_digit() || c == ':');
+    if !offset_ok {
+        return text.to_string();
+    }
+    let clock = time[..end].trim_end();
+    let seconds = if clock.matches(':').count() == 1 {
+        ":00"
+    } else {
+        ""
+    };
+    format!("{date}{}{clock}{seconds}", &trimmed[split..split + 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+
+    #[test]
+    fn offsets_are_dropped_and_seconds_added() {
+        for (written, read) in [
+            ("1992-04-20 15:26:00-07", "1992-04-20 15:26:00"),
+            ("1992-04-20 15:26:00.5+05:30", "1992-04-20 15:26:00.5"),
+            ("1992-04-20T15:26:00Z", "1992-04-20T15:26:00"),
+            ("2006-01-01 12:00", "2006-01-01 12:00:00"),
+            ("2006-01-01", "2006-01-01"),
+            ("2006-01-01 12:00:00", "2006-01-01 12:00:00"),
+            (
+                "2006-01-01 12:00:00 America/New_York",
+                "2006-01-01 12:00:00 America/New_York",
+            ),
+        ] {
+            assert_eq!(wall_clock(written), read, "{written}");
+        }
+    }
+
+    #[test]
+    fn only_timestamps_without_zone_are_rewritten() {
+        for (sql, expected) in [
+            (
+                "SELECT TIMESTAMP '2006-01-01 12:00-07'",
+                "SELECT TIMESTAMP '2006-01-01 12:00:00'",
+            ),
+            (
+                "SELECT CAST('2006-01-01 12:00-07' AS TIMESTAMP)",
+                "SELECT CAST('2006-01-01 12:00:00' AS TIMESTAMP)",
+            ),
+            (
+                "SELECT TIMESTAMPTZ '2006-01-01 12:00:00-07'",
+                "SELECT TIMESTAMPTZ '2006-01-01 12:00:00-07'",
+            ),
+            (
+                "SELECT '2006-01-01 12:00-07'",
+                "SELECT '2006-01-01 12:00-07'",
+            ),
+        ] {
+            let mut statement = Parser::parse_sql(&GenericDialect {}, sql)
+                .unwrap()
+                .remove(0);
+            duckdb_timestamp_literals(&mut statement);
+            assert_eq!(statement.to_string(), expected);
+        }
+    }
+}
