@@ -25,6 +25,23 @@ const MACROS: &[(&str, Option<usize>, &str)] = &[
     ("len", Some(1), "length($1)"),
     ("lcase", Some(1), "lower($1)"),
     ("split", Some(2), "string_to_array($1, $2)"),
+    // Split at each match: the matches become a unit separator (U+001F), which text
+    // seldom holds, and the text is split there.
+    (
+        "string_split_regex",
+        Some(2),
+        "string_to_array(regexp_replace($1, $2, chr(31), 'g'), chr(31))",
+    ),
+    (
+        "str_split_regex",
+        Some(2),
+        "string_to_array(regexp_replace($1, $2, chr(31), 'g'), chr(31))",
+    ),
+    (
+        "regexp_split_to_array",
+        Some(2),
+        "string_to_array(regexp_replace($1, $2, chr(31), 'g'), chr(31))",
+    ),
     ("editdist3", Some(2), "levenshtein($1, $2)"),
     ("unicode", Some(1), "CASE WHEN $1 = '' THEN -1 ELSE ascii($1) END"),
     ("ord", Some(1), "CASE WHEN $1 = '' THEN -1 ELSE ascii($1) END"),
@@ -59,6 +76,12 @@ const MACROS: &[(&str, Option<usize>, &str)] = &[
     ("month", Some(1), "CAST(date_part('month', $1) AS BIGINT)"),
     ("week", Some(1), "CAST(date_part('week', $1) AS BIGINT)"),
     ("weekofyear", Some(1), "CAST(date_part('week', $1) AS BIGINT)"),
+    ("isoyear", Some(1), "CAST(date_part('isoyear', $1) AS BIGINT)"),
+    (
+        "yearweek",
+        Some(1),
+        "CAST(date_part('isoyear', $1) * 100 + date_part('week', $1) AS BIGINT)",
+    ),
     ("day", Some(1), "CAST(date_part('day', $1) AS BIGINT)"),
     ("dayofmonth", Some(1), "CAST(date_part('day', $1) AS BIGINT)"),
     ("dayofweek", Some(1), "CAST(date_part('dow', $1) AS BIGINT)"),
@@ -146,7 +169,8 @@ const MACROS: &[(&str, Option<usize>, &str)] = &[
     ("first", Some(1), "first_value($1)"),
     ("arbitrary", Some(1), "first_value($1)"),
     ("approx_count_distinct", Some(1), "approx_distinct($1)"),
-    ("approx_quantile", Some(2), "approx_percentile_cont($1, $2)"),
+    ("approx_quantile", Some(2), "approx_percentile_cont($2) WITHIN GROUP (ORDER BY $1)"),
+    ("quantile_cont", Some(2), "percentile_cont($2) WITHIN GROUP (ORDER BY $1)"),
     ("favg", Some(1), "avg(CAST($1 AS DOUBLE))"),
     ("fsum", Some(1), "sum(CAST($1 AS DOUBLE))"),
     ("kahan_sum", Some(1), "sum(CAST($1 AS DOUBLE))"),
