@@ -66,8 +66,18 @@ def quivers_answer(quiver_bin, sql):
     return [tuple(row.values()) for row in table.to_pylist()], None
 
 
+def as_duckdb_interval(value):
+    """An Arrow interval as DuckDB's client gives an INTERVAL: a timedelta, months as 30 days,
+    in microseconds; anything else as it is."""
+    if isinstance(value, pa.MonthDayNano):
+        return datetime.timedelta(days=value.months * 30 + value.days,
+                                  microseconds=value.nanoseconds // 1000)
+    return value
+
+
 def same(a, b):
     """Whether two values are equal as a DuckDB user reads them."""
+    a, b = as_duckdb_interval(a), as_duckdb_interval(b)
     if a is None or b is None:
         return a is None and b is None
     if isinstance(a, bool) or isinstance(b, bool):

@@ -117,6 +117,79 @@ const MACROS: &[(&str, Option<usize>, &str)] = &[
     // The Julian day number, and the day's fraction since midnight.
     ("julian", Some(1), "date_part('epoch', $1) / 86400 + 2440588"),
     ("strftime", Some(2), "to_char($1, $2)"),
+    // Intervals of n units, through their text (DataFusion multiplies no interval by a number).
+    (
+        "to_years",
+        Some(1),
+        "CAST(CAST($1 AS VARCHAR) || ' years' AS INTERVAL)",
+    ),
+    (
+        "to_months",
+        Some(1),
+        "CAST(CAST($1 AS VARCHAR) || ' months' AS INTERVAL)",
+    ),
+    (
+        "to_weeks",
+        Some(1),
+        "CAST(CAST($1 AS VARCHAR) || ' weeks' AS INTERVAL)",
+    ),
+    (
+        "to_days",
+        Some(1),
+        "CAST(CAST($1 AS VARCHAR) || ' days' AS INTERVAL)",
+    ),
+    (
+        "to_hours",
+        Some(1),
+        "CAST(CAST($1 AS VARCHAR) || ' hours' AS INTERVAL)",
+    ),
+    (
+        "to_minutes",
+        Some(1),
+        "CAST(CAST($1 AS VARCHAR) || ' minutes' AS INTERVAL)",
+    ),
+    (
+        "to_seconds",
+        Some(1),
+        "CAST(CAST($1 AS VARCHAR) || ' seconds' AS INTERVAL)",
+    ),
+    (
+        "to_milliseconds",
+        Some(1),
+        "CAST(CAST($1 AS VARCHAR) || ' milliseconds' AS INTERVAL)",
+    ),
+    (
+        "to_microseconds",
+        Some(1),
+        "CAST(CAST($1 AS VARCHAR) || ' microseconds' AS INTERVAL)",
+    ),
+    (
+        "to_quarters",
+        Some(1),
+        "CAST(CAST($1 * 3 AS VARCHAR) || ' months' AS INTERVAL)",
+    ),
+    (
+        "to_decades",
+        Some(1),
+        "CAST(CAST($1 * 10 AS VARCHAR) || ' years' AS INTERVAL)",
+    ),
+    (
+        "to_centuries",
+        Some(1),
+        "CAST(CAST($1 * 100 AS VARCHAR) || ' years' AS INTERVAL)",
+    ),
+    (
+        "to_millennia",
+        Some(1),
+        "CAST(CAST($1 * 1000 AS VARCHAR) || ' years' AS INTERVAL)",
+    ),
+    ("make_timestamp", Some(1), "to_timestamp_micros($1)"),
+    (
+        "make_timestamp",
+        Some(6),
+        "CAST(make_date($1, $2, $3) AS TIMESTAMP) + CAST(CAST($4 AS VARCHAR) || ' hours ' \
+         || CAST($5 AS VARCHAR) || ' minutes ' || CAST($6 AS VARCHAR) || ' seconds' AS INTERVAL)",
+    ),
     // Buckets from DuckDB's origin, Monday 2000-01-03 (for strides of days or less).
     ("time_bucket", Some(2), "date_bin($1, $2, TIMESTAMP '2000-01-03 00:00:00')"),
     ("time_bucket", Some(3), "date_bin($1, $2, $3)"),
@@ -148,6 +221,13 @@ const MACROS: &[(&str, Option<usize>, &str)] = &[
          ELSE floor(CAST($1 AS DOUBLE) / 2) * 2 END",
     ),
     ("isinf", Some(1), "abs(CAST($1 AS DOUBLE)) = CAST('inf' AS DOUBLE)"),
+    // -0.0 too: its inverse is -inf.
+    ("signbit", Some(1), "$1 < 0 OR (CAST($1 AS DOUBLE) = 0 AND 1 / CAST($1 AS DOUBLE) < 0)"),
+    (
+        "binom",
+        Some(2),
+        "CAST(factorial($1) / (factorial($2) * factorial($1 - $2)) AS BIGINT)",
+    ),
     (
         "isfinite",
         Some(1),
