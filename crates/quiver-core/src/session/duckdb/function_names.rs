@@ -78,7 +78,7 @@ fn expansion(function: &Function) -> Option<Expr> {
     if function.over.is_some() || function.filter.is_some() || !function.within_group.is_empty() {
         return None;
     }
-    let args = plain_args(&function.args)?;
+    let mut args = plain_args(&function.args)?;
     if name.value.eq_ignore_ascii_case("xor") {
         // `^` is power in DuckDB (see `operators`); XOR is the operator `#` parses to.
         let [left, right] = <[Expr; 2]>::try_from(args).ok()?;
@@ -93,6 +93,15 @@ fn expansion(function: &Function) -> Option<Expr> {
         .any(|n| name.value.eq_ignore_ascii_case(n))
     {
         return date_diff(&args);
+    }
+    // strptime(text, ['%d/%m/%Y', '%m/%d/%Y']): the formats tried in turn, which
+    // to_timestamp takes as its arguments after the text.
+    if name.value.eq_ignore_ascii_case("strptime") {
+        if let [_, Expr::Array(formats)] = args.as_slice() {
+            let formats = formats.elem.clone();
+            args.truncate(1);
+            args.extend(formats);
+        }
     }
     let (_, _, template) = MACROS.iter().find(|(macro_name, arity, _)| {
         name.value.eq_ignore_ascii_case(macro_name) && arity.is_none_or(|n| n == args.len())

@@ -102,6 +102,8 @@ pub const MACROS: &[(&str, Option<usize>, &str)] = &[
     // The Julian day number, and the day's fraction since midnight.
     ("julian", Some(1), "date_part('epoch', $1) / 86400 + 2440588"),
     ("strftime", Some(2), "to_char($1, $2)"),
+    // The text, then its formats (a list of them is spread by `function_names`).
+    ("strptime", None, "to_timestamp($*)"),
     // Intervals of n units, through their text (DataFusion multiplies no interval by a number).
     (
         "to_years",
