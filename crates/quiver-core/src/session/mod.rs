@@ -119,6 +119,7 @@ impl QuiverSession {
             .with_physical_optimizer_rule(Arc::new(crate::filter_order::CheapConjunctsFirst))
             .build();
         let context = SessionContext::new_with_state(state);
+        duckdb::vectors::register(&context);
         // Our scan hands DataFusion bytes already fetched, yet DataFusion still looks up the
         // store of its URL (file:///), which the browser build has none of.
         #[cfg(target_arch = "wasm32")]

@@ -4,7 +4,7 @@
 //! macros; identifiers: case-insensitive names; literals: timestamps' offsets and seconds;
 //! precedence: `^` above `*`); a planner for operators (operators: `/`, `//`, `^`); and an
 //! analyzer rule for what depends on types (typed: casts to integers round, `length` and
-//! `concat` of lists).
+//! `concat` of lists); and functions DataFusion lacks (vectors: dot products, cosines).
 //! What differs, and why DuckDB's meaning wins, is listed in docs/decisions.md.
 
 pub mod dialect;
@@ -16,3 +16,4 @@ mod macros;
 pub mod operators;
 pub mod precedence;
 pub mod typed;
+pub mod vectors;
