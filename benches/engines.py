@@ -473,6 +473,15 @@ class DuckDB(InProcess):
 HTTPFS_DUCKDB = "1.4.4"
 
 
+def add_s3_peer(engine, engines, unsupported):
+    """Appends `engine` to `engines` as it reads S3 here (see over_s3); why it cannot, if it
+    cannot, goes into `unsupported` under its name."""
+    peer, reason = engine.over_s3()
+    engines.append(peer)
+    if reason:
+        unsupported[engine.name] = reason
+
+
 def _httpfs_site():
     """(folder, LOAD statement): DuckDB 1.4.4 and its httpfs from PyPI, installed once into a
     folder under the data root (pip --target), checked by loading it there."""

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 
 from benches import clickbench, measure, objectstore, report
-from benches.engines import EngineError, Quiver
+from benches.engines import EngineError, Quiver, add_s3_peer
 
 NAME = "disk_cache"
 TITLE = "A disk cache between processes: ClickBench's one file over S3, first and second run"
@@ -53,10 +53,7 @@ def _engines(bench, endpoint, folder):
                    "XDG_CACHE_HOME": folder}
             engines.append(Quiver(e.binary, e.timeout, e.executor, e.args, env, e.name, e.label))
         elif e.name in ("duckdb", "chdb"):
-            peer, reason = e.over_s3()
-            engines.append(peer)
-            if reason:
-                unsupported[e.name] = reason
+            add_s3_peer(e, engines, unsupported)
     return engines, unsupported
 
 

@@ -17,7 +17,7 @@ import os
 import subprocess
 
 from benches import data, measure, objectstore, report
-from benches.engines import Quiver
+from benches.engines import Quiver, add_s3_peer
 from benches.scenarios import s3 as s3_scenario
 
 NAME = "index"
@@ -68,10 +68,7 @@ def _engines(bench, endpoint):
                                   e.args + ["--set", "quiver.index=off"], env, NO_INDEX,
                                   NO_INDEX_LABEL))
         elif e.name in ("duckdb", "chdb"):
-            peer, reason = e.over_s3()
-            engines.append(peer)
-            if reason:
-                unsupported[e.name] = reason
+            add_s3_peer(e, engines, unsupported)
     return engines, unsupported
 
 

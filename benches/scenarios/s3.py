@@ -32,7 +32,7 @@ import os
 from tpch.tables import query_sql
 
 from benches import charts, data, measure, objectstore, report
-from benches.engines import EngineError, Quiver
+from benches.engines import EngineError, Quiver, add_s3_peer
 
 NAME = "s3"
 TITLE = "Over a local S3 server: cold and hot, requests per engine"
@@ -110,10 +110,7 @@ def _engines(bench, endpoint):
                                       e.args + ["--coalesce-gap", "0"], env, NOCOALESCE,
                                       NOCOALESCE_LABEL))
         else:
-            peer, reason = e.over_s3()
-            engines.append(peer)
-            if reason:
-                unsupported[e.name] = reason
+            add_s3_peer(e, engines, unsupported)
     return engines, unsupported
 
 

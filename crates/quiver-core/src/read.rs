@@ -123,13 +123,17 @@ impl ObjectReader {
         self.keep_all(&[(start, bytes.clone())]);
     }
 
-    /// Keeps `pieces` in the block cache, and on disk if the source is remote (the local
-    /// disk's bytes are its own cache).
+    /// Keeps `pieces` in the block cache, and on disk if the source is remote.
     fn keep_all(&self, pieces: &[(u64, Bytes)]) {
         self.io.blocks.insert(&self.object, pieces);
-        if let Some(disk) = self.io.disk.as_ref().filter(|_| self.source.keeps_blocks()) {
+        if let Some(disk) = self.disk() {
             disk.keep(&self.object, pieces);
         }
+    }
+
+    /// The disk cache, for a remote source only: the local disk's bytes are their own cache.
+    fn disk(&self) -> Option<&Arc<DiskCache>> {
+        self.io.disk.as_ref().filter(|_| self.source.keeps_blocks())
     }
 
     /// What the caches hold of `ranges`, memory first, then disk (whose hits move into
@@ -137,21 +141,10 @@ impl ObjectReader {
     async fn held(&self, ranges: &[Range<u64>]) -> (Held, Vec<Range<u64>>) {
         let Lookup { held, missing } = self.io.blocks.lookup(&self.object, ranges);
         let mut found = Held::in_memory(held);
-        let Some(disk) = self.io.disk.as_ref().filter(|_| self.source.keeps_blocks()) else {
+        let Some(disk) = self.disk().filter(|_| !missing.is_empty()) else {
             return (found, missing);
         };
-        if missing.is_empty() {
-            return (found, missing);
-        }
-        let (disk, object, asked) = (Arc::clone(disk), self.object.clone(), missing.clone());
-        let lookup = move || disk.lookup(&object, &asked);
-        let on_disk = match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => runtime.spawn_blocking(lookup).await.ok(),
-            Err(_) => Some(lookup()),
-        };
-        let Some(Lookup { held, missing }) = on_disk else {
-            return (found, missing);
-        };
+        let Lookup { held, missing } = disk.lookup_async(&self.object, missing).await;
         if !held.is_empty() {
             self.io.blocks.insert(&self.object, &held);
         }

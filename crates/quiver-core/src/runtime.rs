@@ -124,18 +124,17 @@ impl QuiverRuntime {
     fn open_disk_cache(&self, options: &QuiverOptions) {
         let wanted = options.disk_cache_dir();
         let mut disk = self.disk.write().unwrap_or_else(|p| p.into_inner());
-        match (disk.as_ref(), wanted) {
-            (Some(open), Some(dir)) if open.dir() == dir => {
-                open.set_capacity(options.disk_cache_bytes)
-            }
-            (_, wanted) => {
-                // The cache it replaces waits for its writes as it drops: rare (a setting
-                // changed), and the bytes then are not lost.
-                *disk = wanted
-                    .and_then(|dir| DiskCache::open(&dir, options.disk_cache_bytes))
-                    .map(Arc::new);
+        if let (Some(open), Some(dir)) = (disk.as_ref(), &wanted) {
+            if open.dir() == dir {
+                return open.set_capacity(options.disk_cache_bytes);
             }
         }
+        let opened = wanted.and_then(|dir| DiskCache::open(&dir, options.disk_cache_bytes));
+        let replaced = std::mem::replace(&mut *disk, opened.map(Arc::new));
+        drop(disk);
+        // It waits for its queued writes as it drops (rare: a setting changed), so not
+        // under the lock that every read takes.
+        drop(replaced);
     }
 
     /// The statement running now.

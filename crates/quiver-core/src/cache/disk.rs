@@ -21,7 +21,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
@@ -29,7 +29,7 @@ use bytes::Bytes;
 use twox_hash::XxHash64;
 
 use super::memory::{split, walk, Lookup};
-use crate::source::ObjectMeta;
+use crate::source::{off_async, ObjectMeta};
 
 /// 4 GiB: the `quiver` command's bound unless `QUIVER_DISK_CACHE_BYTES` or
 /// `quiver.disk_cache_bytes` says otherwise (a library session keeps none unless told).
@@ -55,7 +55,9 @@ pub struct DiskCache {
     root: PathBuf,
     dir: PathBuf,
     capacity: Arc<AtomicU64>,
-    writer: Option<Writer>,
+    /// Started by the first `keep`: a process that reads only local files makes no folder
+    /// and no thread. `None` inside if the thread could not start.
+    writer: OnceLock<Option<Writer>>,
 }
 
 #[derive(Debug)]
@@ -97,32 +99,42 @@ pub fn default_dir() -> Option<PathBuf> {
 }
 
 impl DiskCache {
-    /// The cache in `dir`, bounded to `capacity` bytes; `None` if the folder cannot be made
-    /// (a read-only file system: the query then runs without it).
+    /// The cache in `dir`, bounded to `capacity` bytes; `None` if `dir` is there but is not
+    /// a folder. The folder is made when the first bytes are kept; one that cannot be made
+    /// (a read-only file system) keeps nothing, and the query runs without it.
     pub fn open(dir: &Path, capacity: u64) -> Option<Self> {
-        let root = dir.join("v1");
-        fs::create_dir_all(&root).ok()?;
-        let capacity = Arc::new(AtomicU64::new(capacity));
-        let queued = Arc::new(AtomicU64::new(0));
-        let (jobs, receiver) = channel();
-        let thread = std::thread::Builder::new()
-            .name("quiver-disk-cache".into())
-            .spawn({
-                let (root, capacity, queued) =
-                    (root.clone(), Arc::clone(&capacity), Arc::clone(&queued));
-                move || write_all(&root, &capacity, &queued, receiver)
-            })
-            .ok();
+        if dir.exists() && !dir.is_dir() {
+            return None;
+        }
         Some(Self {
-            root,
+            root: dir.join("v1"),
             dir: dir.to_path_buf(),
-            capacity,
-            writer: thread.map(|thread| Writer {
-                jobs,
-                queued,
-                thread,
-            }),
+            capacity: Arc::new(AtomicU64::new(capacity)),
+            writer: OnceLock::new(),
         })
+    }
+
+    /// The writer thread, started now if this is the first write.
+    fn writer(&self) -> Option<&Writer> {
+        self.writer
+            .get_or_init(|| {
+                let queued = Arc::new(AtomicU64::new(0));
+                let (jobs, receiver) = channel();
+                let (root, capacity) = (self.root.clone(), Arc::clone(&self.capacity));
+                let thread = std::thread::Builder::new()
+                    .name("quiver-disk-cache".into())
+                    .spawn({
+                        let queued = Arc::clone(&queued);
+                        move || write_all(&root, &capacity, &queued, receiver)
+                    })
+                    .ok()?;
+                Some(Writer {
+                    jobs,
+                    queued,
+                    thread,
+                })
+            })
+            .as_ref()
     }
 
     /// The folder it was opened in.
@@ -135,8 +147,25 @@ impl DiskCache {
         self.capacity.store(bytes, Relaxed);
     }
 
+    /// `lookup`, off the async threads (tokio's blocking pool); all missing if it could not
+    /// run.
+    pub async fn lookup_async(
+        self: &Arc<Self>,
+        object: &ObjectMeta,
+        ranges: Vec<Range<u64>>,
+    ) -> Lookup {
+        let (cache, object, asked) = (Arc::clone(self), object.clone(), ranges.clone());
+        let place = self.dir.display().to_string();
+        off_async(&place, move || Ok(cache.lookup(&object, &asked)))
+            .await
+            .unwrap_or(Lookup {
+                held: vec![],
+                missing: ranges,
+            })
+    }
+
     /// What the disk holds of `ranges` of `object`, and what it lacks. Blocking: it reads
-    /// files (`read` runs it on tokio's blocking pool).
+    /// files (see `lookup_async`).
     pub fn lookup(&self, object: &ObjectMeta, ranges: &[Range<u64>]) -> Lookup {
         let folder = self.folder(object);
         let on_disk = pieces_in(&folder);
@@ -166,7 +195,7 @@ impl DiskCache {
     /// Queues `pieces` of `object`, fetched just now, to be written; dropped if the queue is
     /// full or the writer is gone.
     pub fn keep(&self, object: &ObjectMeta, pieces: &[(u64, Bytes)]) {
-        let Some(writer) = &self.writer else { return };
+        let Some(writer) = self.writer() else { return };
         let job = Job {
             folder: self.folder(object),
             pieces: pieces.to_vec(),
@@ -206,7 +235,7 @@ impl DiskCache {
 impl Drop for DiskCache {
     /// Waits for the queued writes: the process's last query keeps what it fetched.
     fn drop(&mut self) {
-        if let Some(Writer { jobs, thread, .. }) = self.writer.take() {
+        if let Some(Writer { jobs, thread, .. }) = self.writer.take().flatten() {
             drop(jobs);
             let _ = thread.join();
         }

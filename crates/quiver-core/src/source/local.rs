@@ -64,7 +64,7 @@ fn walk(dir: &Path, out: &mut Vec<ObjectMeta>) -> std::io::Result<()> {
 
 /// Runs file system work on tokio's blocking pool; inline where no tokio runtime runs
 /// (the browser, which has no local files).
-async fn off_async<T: Send + 'static>(
+pub(crate) async fn off_async<T: Send + 'static>(
     path: &str,
     work: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {

@@ -48,6 +48,7 @@ pub use listing::{
     list_files, virtual_fields as listing_virtual_fields, ListedFile, Listing, ListingOptions,
     INDEX_FILE_NAME, VIRTUAL_COLUMNS,
 };
+pub(crate) use local::off_async;
 pub use local::LocalSource;
 pub use s3::{S3Credentials, S3Options};
 pub use signed_url::is_signed_url;
