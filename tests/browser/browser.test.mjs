@@ -153,18 +153,27 @@ class AppPage {
     const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
     const page = await context.newPage();
     const app = new AppPage(label, context, page);
+    // The page's module may download and compile a large (debug) wasm build before `load`.
+    await app.whenReady(() => page.goto(url, { waitUntil: 'domcontentloaded', timeout: READY_TIMEOUT }));
+    return app;
+  }
+
+  /** Reloads the page (a new engine worker; the origin's storage stays) and waits for it. */
+  reload() {
+    return this.whenReady(() => this.page.reload({ waitUntil: 'domcontentloaded', timeout: READY_TIMEOUT }));
+  }
+
+  async whenReady(navigate) {
     try {
-      // The page's module may download and compile a large (debug) wasm build before `load`.
-      await page.goto(url, { waitUntil: 'domcontentloaded', timeout: READY_TIMEOUT });
-      await page.waitForFunction(() => window.quiver && window.quiver.ready, null,
+      await navigate();
+      await this.page.waitForFunction(() => window.quiver && window.quiver.ready, null,
         { timeout: READY_TIMEOUT });
-      app.info = await withTimeout(page.evaluate(() => window.quiver.ready), READY_TIMEOUT,
+      this.info = await withTimeout(this.page.evaluate(() => window.quiver.ready), READY_TIMEOUT,
         'window.quiver.ready');
     } catch (error) {
-      error.message += `\n${app.consoleText()}`;
+      error.message += `\n${this.consoleText()}`;
       throw error;
     }
-    return app;
   }
 
   consoleText() {
@@ -479,17 +488,59 @@ test('a stalled GET is hedged in the browser, a failed one retried, and the quer
       assert.ok(result.elapsed_ms < 30_000, `the query waited for the stalled GET (${result.elapsed_ms} ms)`);
       // A reset connection, then a 503: each request is tried again (object_store's backoff
       // timer panics in wasm, so the engine retries on its own timer there). Q16 reads
-      // tables no query here has read; before Q06 the block cache is turned off, so that
-      // lineitem is read again.
+      // tables no query here has read; before Q06 the block cache and the lasting one are
+      // turned off, so that lineitem is read again.
       // Last, a 503 to the HEAD that a view's URL costs.
       for (const [status, name, kind] of [['reset', 'http/q16', 'GetFile'],
         ['503', 'http/q06', 'GetFile'], ['503', 'http/q01', 'HeadFile']]) {
-        if (name === 'http/q06') await app.set('quiver.block_cache_bytes', '0');
+        if (name === 'http/q06') {
+          await app.set('quiver.block_cache_bytes', '0');
+          await app.set('quiver.disk_cache_bytes', '0');
+        }
         const before = (await control('stats')).faults_taken;
         await control(`fail?status=${status}&count=1&kind=${kind}`);
         assertMatches(name, await app.query(fixtures.queries[name]));
         assert.equal((await control('stats')).faults_taken, before + 1, `no ${kind} got ${status}`);
       }
+      app.assertNoPageErrors();
+    });
+  } finally {
+    await app.close();
+  }
+});
+
+// A query, a reload (a new engine worker, nothing in memory), the same query: its bytes come
+// from what the first page kept in the origin private file system, with no GET to the server
+// (counted there, and by the engine); the page's cache panel shows the size and empties it.
+test('a reloaded page reads what it read before from its lasting cache, with no data GET', { timeout: 3 * QUERY_TIMEOUT }, async (t) => {
+  const app = await AppPage.open('lasting cache page', isolated);
+  try {
+    await withConsole(t, [app], async () => {
+      const gets = () => fetch(`${fixtures.http_base}/__quiver__/stats`)
+        .then((r) => r.json()).then((stats) => stats.counts.GetFile ?? 0);
+      const cacheSize = () => app.page.evaluate(() => window.quiver.cacheSize());
+      const name = 'http/q06';
+      const first = await app.query(fixtures.queries[name]);
+      assertMatches(name, first);
+      const kept = await cacheSize();
+      assert.ok(kept > 0, `the first page kept ${kept} bytes`);
+
+      await app.reload();
+      const before = await gets();
+      const second = await app.query(fixtures.queries[name]);
+      assertMatches(name, second);
+      assert.deepEqual(second.values, first.values);
+      assert.equal(await gets() - before, 0, 'data GETs after the reload');
+      const { requests, disk_cache_hits: hits, disk_cache_hit_bytes: bytes } = second.profile;
+      t.diagnostic(`after the reload: ${requests} requests, ${hits} pieces (${bytes} bytes) from the lasting cache`);
+      assert.equal(requests, 0);
+      assert.ok(hits > 0 && bytes > 0, `hits ${hits}, bytes ${bytes}`);
+
+      await app.page.locator('#cache-panel summary').click();
+      await app.waitForText('#cache-size', /kept/);
+      await app.page.locator('#cache-clear').click();
+      await app.waitForText('#cache-size', /emptied/);
+      assert.equal(await cacheSize(), 0);
       app.assertNoPageErrors();
     });
   } finally {

@@ -93,6 +93,16 @@ export class EngineClient {
     return this.request("metadata", { path });
   }
 
+  /** Bytes the lasting cache holds, for a reload or another tab to read instead of the network. */
+  cacheSize(): Promise<number | null> {
+    return this.request("cache-size", {});
+  }
+
+  /** Empties the lasting cache; resolves to the bytes freed. */
+  clearCache(): Promise<number> {
+    return this.request("cache-clear", {});
+  }
+
   /** The last result of the current worker (none after a cancel). */
   exportResult(format: ExportFormat): Promise<Blob> {
     return this.request("export", { format });

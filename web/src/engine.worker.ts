@@ -86,6 +86,10 @@ async function handle(request: Request): Promise<[unknown, Transferable[]]> {
       return [null, []];
     case "metadata":
       return [JSON.parse(await ready.metadata(request.path)), []];
+    case "cache-size":
+      return [await ready.cacheSize(), []];
+    case "cache-clear":
+      return [await ready.clearCache(), []];
     case "export":
       return [exportLast(request.format), []];
     case "open-file":

@@ -15,6 +15,7 @@ import { clearProfile, showProfile } from "./profile";
 import type { EngineInfo, QueryReply } from "./protocol";
 import type { Profile, Progress } from "./quiver-wasm";
 import { setUpSchemaView } from "./schema";
+import { setUpCachePanel } from "./cache";
 import { setUpS3Settings } from "./settings";
 
 const byId = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -52,6 +53,7 @@ clearProfile(byId("profile"), "Run a query to see where its time went.");
 setUpSchemaView(byId("schema"), engine, `${dataBase}/single/lineitem.parquet`);
 const exports = new ResultExports(engine, (error) => showError(messageOf(error)));
 setUpS3Settings(engine, params);
+setUpCachePanel(engine);
 setUpFileOpening(byId<HTMLButtonElement>("open-file"), byId<HTMLInputElement>("file-picker"), (files) => void openFiles(files));
 setUpTabs();
 showEngine();
@@ -249,6 +251,9 @@ declare global {
       query(sql: string): Promise<HookResult>;
       set(key: string, value: string): Promise<void>;
       setCredentials(accessKeyId: string, secretAccessKey: string, sessionToken?: string): Promise<void>;
+      /** Bytes the lasting cache holds once what queries fetched is written; null without OPFS. */
+      cacheSize(): Promise<number | null>;
+      clearCache(): Promise<number>;
     };
   }
 }
@@ -266,6 +271,8 @@ window.quiver = {
   set: (key, value) => engine.set(key, value),
   setCredentials: (accessKeyId, secretAccessKey, sessionToken) =>
     engine.setCredentials({ accessKeyId, secretAccessKey, sessionToken }),
+  cacheSize: () => engine.cacheSize(),
+  clearCache: () => engine.clearCache(),
 };
 
 // Last, once everything above is initialised: a link's query runs as the page opens.

@@ -32,7 +32,7 @@ function summary(p: Profile): HTMLElement {
   const parts = [
     `${plural(p.requests, "request")} (${p.footer_requests} for footers)`,
     `${formatBytes(p.bytes_read)} read of ${formatBytes(p.bytes_planned)} planned` +
-      (p.cache_hit_bytes ? ` (${formatBytes(p.cache_hit_bytes)} from cache)` : ""),
+      fromCaches(p),
     `row groups: ${p.row_groups} read, ${p.row_groups_pruned} pruned`,
     `files: ${p.files} read, ${p.files_pruned} pruned` +
       (p.files_index_pruned ? `, ${p.files_index_pruned} by the index` : ""),
@@ -40,6 +40,14 @@ function summary(p: Profile): HTMLElement {
     `${formatMs(p.elapsed_ms)} in all` + (phases ? `: ${phases}` : ""),
   ];
   return element("p", "profile-summary", parts.join(" · "));
+}
+
+/** What the caches served instead of the network: memory, and what earlier pages kept. */
+function fromCaches(p: Profile): string {
+  const parts = [];
+  if (p.cache_hit_bytes) parts.push(`${formatBytes(p.cache_hit_bytes)} from memory`);
+  if (p.disk_cache_hit_bytes) parts.push(`${formatBytes(p.disk_cache_hit_bytes)} kept by an earlier page`);
+  return parts.length ? ` (${parts.join(", ")})` : "";
 }
 
 function legend(): HTMLElement {

@@ -52,6 +52,10 @@ export interface Requests {
   "open-file": { args: { file: File }; reply: string };
   /** Answered out of turn: stops the running query, and replies once it has stopped. */
   cancel: { args: Record<string, never>; reply: null };
+  /** Bytes the lasting cache holds (the origin private file system, shared by the tabs). */
+  "cache-size": { args: Record<string, never>; reply: number | null };
+  /** Empties it; the reply is the bytes freed. */
+  "cache-clear": { args: Record<string, never>; reply: number };
   /** The last result of this worker, as a file. */
   export: { args: { format: ExportFormat }; reply: Blob };
 }

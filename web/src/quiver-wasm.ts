@@ -20,6 +20,11 @@ export interface Engine {
   cancel(): void;
   progress(): string;
   metadata(path: string): Promise<string>;
+  /** Bytes the lasting cache (the origin private file system) holds, once queued writes
+   * end; null where the browser has none. */
+  cacheSize(): Promise<number | null>;
+  /** Empties the lasting cache; resolves to the bytes freed. */
+  clearCache(): Promise<number>;
 }
 
 export interface QueryResult {

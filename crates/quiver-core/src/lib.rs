@@ -52,6 +52,8 @@ pub mod sql_types;
 mod statistics;
 mod table;
 
+#[cfg(target_arch = "wasm32")]
+pub use cache::OpfsCache;
 pub use cache::{default_dir as default_cache_dir, DiskCache, DISK_CACHE_BYTES};
 pub use error::{describe, QuiverError};
 pub use exec::ExecutorKind;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::stream::{self, StreamExt, TryStreamExt};
 
-use crate::cache::{BlockCache, DiskCache, Lookup};
+use crate::cache::{BlockCache, LastingCache, Lookup};
 use crate::error::{QuiverError, Result};
 use crate::fetch::{coalesce, FetchOptions, FetchedBytes};
 use crate::metrics::{QueryMetrics, SpanKind};
@@ -23,7 +23,7 @@ use crate::source::{HedgePolicy, Hedged, ObjectMeta, ObjectSource};
 pub struct QueryIo {
     pub blocks: Arc<BlockCache>,
     /// Remote bytes kept on disk by this process and the ones before it, if it is on.
-    pub disk: Option<Arc<DiskCache>>,
+    pub disk: Option<Arc<dyn LastingCache>>,
     pub metrics: Arc<QueryMetrics>,
     pub hedge: HedgePolicy,
 }
@@ -132,7 +132,7 @@ impl ObjectReader {
     }
 
     /// The disk cache, for a remote source only: the local disk's bytes are their own cache.
-    fn disk(&self) -> Option<&Arc<DiskCache>> {
+    fn disk(&self) -> Option<&Arc<dyn LastingCache>> {
         self.io.disk.as_ref().filter(|_| self.source.keeps_blocks())
     }
 
@@ -144,7 +144,7 @@ impl ObjectReader {
         let Some(disk) = self.disk().filter(|_| !missing.is_empty()) else {
             return (found, missing);
         };
-        let Lookup { held, missing } = disk.lookup_async(&self.object, missing).await;
+        let Lookup { held, missing } = disk.lookup(&self.object, missing).await;
         if !held.is_empty() {
             self.io.blocks.insert(&self.object, &held);
         }

@@ -13,7 +13,7 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use parquet::file::metadata::ParquetMetaData;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::cache::{BlockCache, DiskCache};
+use crate::cache::{open_lasting, BlockCache, LastingCache};
 use crate::footer::{Footer, FooterCache};
 use crate::metrics::QueryMetrics;
 use crate::options::{QuiverOptions, Settings};
@@ -65,7 +65,7 @@ pub struct QuiverRuntime {
     pub blocks: Arc<BlockCache>,
     /// Behind the block cache, for the processes after this one; opened as the statement's
     /// settings say (`quiver.disk_cache_bytes`, `quiver.cache_dir`).
-    disk: RwLock<Option<Arc<DiskCache>>>,
+    disk: RwLock<Option<Arc<dyn LastingCache>>>,
     query: RwLock<Arc<Query>>,
     memory: Arc<Semaphore>,
     memory_units: u32,
@@ -129,8 +129,8 @@ impl QuiverRuntime {
                 return open.set_capacity(options.disk_cache_bytes);
             }
         }
-        let opened = wanted.and_then(|dir| DiskCache::open(&dir, options.disk_cache_bytes));
-        let replaced = std::mem::replace(&mut *disk, opened.map(Arc::new));
+        let opened = wanted.and_then(|dir| open_lasting(&dir, options.disk_cache_bytes));
+        let replaced = std::mem::replace(&mut *disk, opened);
         drop(disk);
         // It waits for its queued writes as it drops (rare: a setting changed), so not
         // under the lock that every read takes.

@@ -19,6 +19,8 @@ use quiver_core::exec::ComputePool;
 use quiver_core::format::{write_batches, OutputFormat};
 use quiver_core::metrics::QueryMetrics;
 use quiver_core::source::S3Credentials;
+#[cfg(target_arch = "wasm32")]
+use quiver_core::{default_cache_dir, OpfsCache};
 use quiver_core::{describe, ExecutorKind, QuiverSession, SessionOptions};
 use serde_json::{json, Value};
 use wasm_bindgen::prelude::*;
@@ -28,6 +30,10 @@ use web_time::Instant;
 
 #[cfg(target_feature = "atomics")]
 pub use wasm_bindgen_rayon::init_thread_pool;
+
+/// Remote bytes the page keeps in this origin's private file system for the pages after
+/// it (a reload, a second tab), unless `quiver.disk_cache_bytes` says otherwise: 1 GiB.
+const PAGE_CACHE_BYTES: &str = "1073741824";
 
 /// Errors reach JavaScript as `Error`s with Quiver's message.
 fn js_error(error: impl std::fmt::Display) -> JsValue {
@@ -60,6 +66,9 @@ impl Engine {
         };
         let session = QuiverSession::new(options).map_err(js_error)?;
         (session.runtime().sources).set_local(Arc::new(page_files::PageFiles));
+        session
+            .set("quiver.disk_cache_bytes", PAGE_CACHE_BYTES)
+            .map_err(js_error)?;
         Ok(Self {
             session: Rc::new(session),
             running: RefCell::default(),
@@ -157,6 +166,28 @@ impl Engine {
         serde_json::to_string(&metrics).unwrap_or_default()
     }
 
+    /// Bytes the page's lasting cache holds, once what queries fetched is written; `null`
+    /// where the browser has no origin private file system.
+    #[cfg(target_arch = "wasm32")]
+    #[wasm_bindgen(js_name = cacheSize)]
+    pub fn cache_size(&self) -> js_sys::Promise {
+        future_to_promise(async move {
+            OpfsCache::settled().await;
+            let size = page_cache().size().await;
+            Ok(size.map_or(JsValue::NULL, |bytes| JsValue::from_f64(bytes as f64)))
+        })
+    }
+
+    /// Empties the page's lasting cache; returns the bytes freed.
+    #[cfg(target_arch = "wasm32")]
+    #[wasm_bindgen(js_name = clearCache)]
+    pub fn clear_cache(&self) -> js_sys::Promise {
+        future_to_promise(async move {
+            OpfsCache::settled().await;
+            Ok(JsValue::from_f64(page_cache().clear().await as f64))
+        })
+    }
+
     /// The metadata of the files `path` names (a glob too), as JSON.
     pub fn metadata(&self, path: String) -> js_sys::Promise {
         let session = Rc::clone(&self.session);
@@ -166,6 +197,12 @@ impl Engine {
             Ok(JsValue::from_str(&text))
         })
     }
+}
+
+/// The lasting cache where queries keep it (the default folder: the page does not move it).
+#[cfg(target_arch = "wasm32")]
+fn page_cache() -> OpfsCache {
+    OpfsCache::open(&default_cache_dir().unwrap_or_default(), 0)
 }
 
 /// A statement's result, kept in wasm memory until the page frees it.

@@ -4,14 +4,10 @@
 //! and what the network returns is written here by a background thread after the query
 //! has it, never on its critical path.
 //!
-//! Layout: `<dir>/v1/<object>/<start>-<length>`: one folder per object version (a hash of
-//! path and version: a rewritten object is another folder, never served from the old one)
-//! and one file per piece as it was fetched, so pieces align as the block cache's do. Each
-//! file carries its length and a checksum of its bytes: a torn or corrupt file is a miss
-//! (and is removed), never an error. Processes share the folder: a piece is written to a
-//! `.part` file created exclusively (a second writer of the same piece skips it) and renamed
-//! into place; a reader that loses a race with eviction sees a miss. Recency is a file's
-//! modification time, touched on every hit; eviction removes the least recently used files
+//! Layout (`pieces`): `<dir>/v1/<object>/<start>-<length>`, each file sealed. Processes
+//! share the folder: a piece is written to a `.part` file created exclusively (a second
+//! writer of the same piece skips it) and renamed into place; a reader that loses a race
+//! with eviction sees a miss. Recency is a file's modification time, touched on every hit; eviction removes the least recently used files
 //! until the folder is under its bound.
 
 use std::collections::BTreeMap;
@@ -25,10 +21,12 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
+use async_trait::async_trait;
 use bytes::Bytes;
-use twox_hash::XxHash64;
 
-use super::memory::{split, walk, Lookup};
+use super::memory::{split, Lookup};
+use super::pieces::{self, folder_name, piece_name, HEADER};
+use super::LastingCache;
 use crate::source::{off_async, ObjectMeta};
 
 /// 4 GiB: the `quiver` command's bound unless `QUIVER_DISK_CACHE_BYTES` or
@@ -44,10 +42,6 @@ const STALE_PART: Duration = Duration::from_secs(600);
 
 /// Eviction goes down to this share of the bound, so that it runs once per many writes.
 const EVICT_TO_PERCENT: u64 = 90;
-
-/// Every entry starts with these 8 bytes, then its length and checksum (u64 LE each).
-const MAGIC: &[u8; 8] = b"QVRDISK1";
-const HEADER: usize = 24;
 
 #[derive(Debug)]
 pub struct DiskCache {
@@ -77,25 +71,6 @@ impl Job {
     fn bytes(&self) -> u64 {
         self.pieces.iter().map(|(_, b)| b.len() as u64).sum()
     }
-}
-
-/// The user's cache folder for Quiver: `$XDG_CACHE_HOME/quiver`, else `~/.cache/quiver`
-/// (`~/Library/Caches/quiver` on macOS); none where there is no home (the browser).
-pub fn default_dir() -> Option<PathBuf> {
-    let non_empty = |name| std::env::var_os(name).filter(|v| !v.is_empty());
-    if let Some(dir) = non_empty("XDG_CACHE_HOME") {
-        return Some(PathBuf::from(dir).join("quiver"));
-    }
-    let caches = if cfg!(target_os = "macos") {
-        "Library/Caches"
-    } else {
-        ".cache"
-    };
-    Some(
-        PathBuf::from(non_empty("HOME")?)
-            .join(caches)
-            .join("quiver"),
-    )
 }
 
 impl DiskCache {
@@ -137,64 +112,15 @@ impl DiskCache {
             .as_ref()
     }
 
-    /// The folder it was opened in.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// Bounds it to `bytes` from the next write on.
-    pub fn set_capacity(&self, bytes: u64) {
-        self.capacity.store(bytes, Relaxed);
-    }
-
-    /// `lookup`, off the async threads (tokio's blocking pool); all missing if it could not
-    /// run.
-    pub async fn lookup_async(
-        self: &Arc<Self>,
-        object: &ObjectMeta,
-        ranges: Vec<Range<u64>>,
-    ) -> Lookup {
-        let (cache, object, asked) = (Arc::clone(self), object.clone(), ranges.clone());
-        let place = self.dir.display().to_string();
-        off_async(&place, move || Ok(cache.lookup(&object, &asked)))
-            .await
-            .unwrap_or(Lookup {
-                held: vec![],
-                missing: ranges,
-            })
-    }
-
     /// What the disk holds of `ranges` of `object`, and what it lacks. Blocking: it reads
-    /// files (see `lookup_async`).
-    pub fn lookup(&self, object: &ObjectMeta, ranges: &[Range<u64>]) -> Lookup {
-        let folder = self.folder(object);
-        let on_disk = pieces_in(&folder);
-        let mut wanted = BTreeMap::new();
-        for range in ranges {
-            walk(&on_disk, range, |_, _, piece| {
-                if let Some((start, &length)) = piece {
-                    wanted.insert(start, length);
-                }
-            });
-        }
-        let mut loaded = BTreeMap::new();
-        for (start, length) in wanted {
-            let path = folder.join(piece_name(start, length));
-            match read_piece(&path, length) {
-                Some(bytes) => {
-                    loaded.insert(start, bytes);
-                }
-                None => {
-                    let _ = fs::remove_file(&path);
-                }
-            }
-        }
-        split(&loaded, ranges)
+    /// files (a query asks through `LastingCache::lookup`, off the async threads).
+    pub fn lookup_blocking(&self, object: &ObjectMeta, ranges: &[Range<u64>]) -> Lookup {
+        lookup_in(&self.folder(object), ranges)
     }
 
     /// Queues `pieces` of `object`, fetched just now, to be written; dropped if the queue is
     /// full or the writer is gone.
-    pub fn keep(&self, object: &ObjectMeta, pieces: &[(u64, Bytes)]) {
+    fn queue(&self, object: &ObjectMeta, pieces: &[(u64, Bytes)]) {
         let Some(writer) = self.writer() else { return };
         let job = Job {
             folder: self.folder(object),
@@ -226,10 +152,52 @@ impl DiskCache {
     }
 
     fn folder(&self, object: &ObjectMeta) -> PathBuf {
-        let key = format!("{}\0{}", object.path, object.version);
-        self.root
-            .join(format!("{:016x}", XxHash64::oneshot(0, key.as_bytes())))
+        self.root.join(folder_name(object))
     }
+}
+
+#[async_trait]
+impl LastingCache for DiskCache {
+    fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn set_capacity(&self, bytes: u64) {
+        self.capacity.store(bytes, Relaxed);
+    }
+
+    /// Off the async threads (tokio's blocking pool); all missing if that could not run.
+    async fn lookup(&self, object: &ObjectMeta, ranges: Vec<Range<u64>>) -> Lookup {
+        let (folder, asked) = (self.folder(object), ranges.clone());
+        let place = folder.display().to_string();
+        off_async(&place, move || Ok(lookup_in(&folder, &asked)))
+            .await
+            .unwrap_or(Lookup {
+                held: vec![],
+                missing: ranges,
+            })
+    }
+
+    fn keep(&self, object: &ObjectMeta, pieces: &[(u64, Bytes)]) {
+        self.queue(object, pieces);
+    }
+}
+
+/// What `folder` holds of `ranges`; a piece that does not read whole is removed.
+fn lookup_in(folder: &Path, ranges: &[Range<u64>]) -> Lookup {
+    let mut loaded = BTreeMap::new();
+    for (start, length) in pieces::wanted(&pieces_in(folder), ranges) {
+        let path = folder.join(piece_name(start, length));
+        match read_piece(&path, length) {
+            Some(bytes) => {
+                loaded.insert(start, bytes);
+            }
+            None => {
+                let _ = fs::remove_file(&path);
+            }
+        }
+    }
+    split(&loaded, ranges)
 }
 
 impl Drop for DiskCache {
@@ -265,22 +233,10 @@ fn write_job(job: &Job, capacity: u64) -> u64 {
     if fs::create_dir_all(&job.folder).is_err() {
         return 0;
     }
-    let held = pieces_in(&job.folder);
-    let mut written = 0;
-    for (start, bytes) in &job.pieces {
-        let range = *start..start + bytes.len() as u64;
-        let mut gaps = vec![];
-        walk(&held, &range, |from, to, piece| {
-            if piece.is_none() {
-                gaps.push(from..to);
-            }
-        });
-        for gap in gaps.into_iter().filter(|g| g.end - g.start < capacity) {
-            let slice = bytes.slice((gap.start - start) as usize..(gap.end - start) as usize);
-            written += write_piece(&job.folder, gap.start, &slice);
-        }
-    }
-    written
+    let gaps = pieces::gaps(&pieces_in(&job.folder), &job.pieces, capacity);
+    gaps.iter()
+        .map(|(start, bytes)| write_piece(&job.folder, *start, bytes))
+        .sum()
 }
 
 /// One piece, written to a `.part` file this process alone created, then renamed into
@@ -288,16 +244,21 @@ fn write_job(job: &Job, capacity: u64) -> u64 {
 fn write_piece(folder: &Path, start: u64, bytes: &Bytes) -> u64 {
     let name = piece_name(start, bytes.len() as u64);
     let part = folder.join(format!("{name}.part"));
-    let Ok(mut file) = File::options().write(true).create_new(true).open(&part) else {
+    let wrote = File::options()
+        .write(true)
+        .create_new(true)
+        .open(&part)
+        .and_then(|mut file| {
+            file.write_all(&pieces::seal(bytes))?;
+            file.write_all(bytes)
+        });
+    if let Err(error) = wrote {
+        if error.kind() != std::io::ErrorKind::AlreadyExists {
+            let _ = fs::remove_file(&part);
+        }
         return 0;
-    };
-    let mut header = [0u8; HEADER];
-    header[..8].copy_from_slice(MAGIC);
-    header[8..16].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
-    header[16..].copy_from_slice(&XxHash64::oneshot(0, bytes).to_le_bytes());
-    let wrote = file.write_all(&header).and_then(|_| file.write_all(bytes));
-    drop(file);
-    if wrote.is_err() || fs::rename(&part, folder.join(&name)).is_err() {
+    }
+    if fs::rename(&part, folder.join(&name)).is_err() {
         let _ = fs::remove_file(&part);
         return 0;
     }
@@ -318,46 +279,19 @@ fn read_piece(path: &Path, length: u64) -> Option<Bytes> {
     }
     let mut buffer = vec![0u8; HEADER + length as usize];
     file.read_exact(&mut buffer).ok()?;
-    let (header, bytes) = buffer.split_at(HEADER);
-    let whole = &header[..8] == MAGIC
-        && header[8..16] == length.to_le_bytes()
-        && header[16..] == XxHash64::oneshot(0, bytes).to_le_bytes();
-    if !whole {
-        return None;
-    }
+    let bytes = pieces::unseal(Bytes::from(buffer), length)?;
     let _ = file.set_modified(SystemTime::now());
-    Some(Bytes::from(buffer).slice(HEADER..))
+    Some(bytes)
 }
 
-fn piece_name(start: u64, length: u64) -> String {
-    format!("{start:016x}-{length:x}")
-}
-
-/// The pieces a folder holds, by start, with their lengths; where two overlap (two
-/// processes fetched differently), the first is used.
+/// The pieces a folder holds, by start, with their lengths.
 fn pieces_in(folder: &Path) -> BTreeMap<u64, u64> {
-    let mut named: Vec<(u64, u64)> = fs::read_dir(folder)
-        .into_iter()
-        .flatten()
-        .filter_map(|entry| {
-            let name = entry.ok()?.file_name();
-            let (start, length) = name.to_str()?.split_once('-')?;
-            Some((
-                u64::from_str_radix(start, 16).ok()?,
-                u64::from_str_radix(length, 16).ok()?,
-            ))
-        })
-        .collect();
-    named.sort_unstable();
-    let mut pieces = BTreeMap::new();
-    let mut covered_to = 0;
-    for (start, length) in named {
-        if start >= covered_to && length > 0 {
-            pieces.insert(start, length);
-            covered_to = start + length;
-        }
-    }
-    pieces
+    let named = fs::read_dir(folder).into_iter().flatten().flatten();
+    pieces::pieces(
+        named
+            .filter_map(|e| pieces::parse_name(e.file_name().to_str()?))
+            .collect(),
+    )
 }
 
 struct Entry {
@@ -433,7 +367,7 @@ mod tests {
     fn written(dir: &Path, capacity: u64, keep: &[(&ObjectMeta, Vec<(u64, Bytes)>)]) -> DiskCache {
         let cache = DiskCache::open(dir, capacity).unwrap();
         for (object, pieces) in keep {
-            cache.keep(object, pieces);
+            cache.queue(object, pieces);
         }
         drop(cache); // waits for the writes
         DiskCache::open(dir, capacity).unwrap()
@@ -444,14 +378,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let v1 = object("\"v1\"");
         let cache = written(dir.path(), 1 << 30, &[(&v1, vec![(100, bytes(100, 200))])]);
-        let found = cache.lookup(&v1, &[50..150, 180..300]);
+        let found = cache.lookup_blocking(&v1, &[50..150, 180..300]);
         assert_eq!(
             found.held,
             vec![(100, bytes(100, 150)), (180, bytes(180, 200))]
         );
         assert_eq!(found.missing, vec![50..100, 200..300]);
         assert_eq!(
-            cache.lookup(&object("\"v2\""), &[100..200]).missing,
+            cache
+                .lookup_blocking(&object("\"v2\""), &[100..200])
+                .missing,
             vec![100..200]
         );
     }
@@ -475,7 +411,7 @@ mod tests {
             2 * HEADER as u64 + 150,
             "0..100 once, then 100..150"
         );
-        let found = cache.lookup(&v1, &[0..150]);
+        let found = cache.lookup_blocking(&v1, &[0..150]);
         assert!(found.missing.is_empty());
         let joined: Vec<u8> = found.held.iter().flat_map(|(_, b)| b.to_vec()).collect();
         assert_eq!(joined, bytes(0, 150));
@@ -498,7 +434,7 @@ mod tests {
         let mut flipped = fs::read(&corrupt).unwrap();
         flipped[HEADER + 7] ^= 1;
         fs::write(&corrupt, flipped).unwrap();
-        let found = cache.lookup(&v1, &[0..300]);
+        let found = cache.lookup_blocking(&v1, &[0..300]);
         assert!(found.held.is_empty());
         assert_eq!(found.missing, vec![0..300]);
         assert!(!torn.exists() && !corrupt.exists());
@@ -512,14 +448,14 @@ mod tests {
         let cache = written(dir.path(), 1 << 30, &[(&a, piece(())), (&b, piece(()))]);
         // a is used after b was written: b is now the least recently used.
         std::thread::sleep(Duration::from_millis(20));
-        assert!(cache.lookup(&a, &[0..1000]).missing.is_empty());
+        assert!(cache.lookup_blocking(&a, &[0..1000]).missing.is_empty());
         drop(cache);
         let bound = 2 * (HEADER as u64 + 1000) + 500;
         let cache = written(dir.path(), bound, &[(&c, piece(()))]);
         assert!(cache.size() <= bound, "{} over {bound}", cache.size());
-        assert_eq!(cache.lookup(&b, &[0..1000]).missing, vec![0..1000]);
-        assert!(cache.lookup(&a, &[0..1000]).missing.is_empty());
-        assert!(cache.lookup(&c, &[0..1000]).missing.is_empty());
+        assert_eq!(cache.lookup_blocking(&b, &[0..1000]).missing, vec![0..1000]);
+        assert!(cache.lookup_blocking(&a, &[0..1000]).missing.is_empty());
+        assert!(cache.lookup_blocking(&c, &[0..1000]).missing.is_empty());
     }
 
     #[test]
@@ -530,13 +466,13 @@ mod tests {
             .map(|_| DiskCache::open(dir.path(), 1 << 30).unwrap())
             .collect();
         for cache in &caches {
-            cache.keep(&v1, &[(0, bytes(0, 4096))]);
+            cache.queue(&v1, &[(0, bytes(0, 4096))]);
         }
         drop(caches);
         let cache = DiskCache::open(dir.path(), 1 << 30).unwrap();
         assert_eq!(cache.size(), HEADER as u64 + 4096);
         assert_eq!(
-            cache.lookup(&v1, &[0..4096]).held,
+            cache.lookup_blocking(&v1, &[0..4096]).held,
             vec![(0, bytes(0, 4096))]
         );
     }
