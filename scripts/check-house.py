@@ -54,9 +54,8 @@ def imports(module, path, found):
         return None
 
     def paths(prefix, rest):
-        base = [] if prefix == "crate" else list(module if is_folder else module[:-1])
-        if prefix == "super":
-            base = base[:-1]
+        # `super` is the parent of the module itself: of a file's module, or a folder's.
+        base = [] if prefix == "crate" else list(module[:-1])
         parts = [p for p in rest.split("::") if p]
         while parts and parts[0] == "super":
             base, parts = base[:-1], parts[1:]

@@ -120,6 +120,15 @@ impl QuiverSession {
             .build();
         let context = SessionContext::new_with_state(state);
         duckdb::vectors::register(&context);
+        for functions in [
+            duckdb::TEXT,
+            duckdb::NUMBERS,
+            duckdb::BYTES,
+            duckdb::LISTS,
+            duckdb::STRUCTS,
+        ] {
+            duckdb::row_functions::register(&context, functions);
+        }
         // Our scan hands DataFusion bytes already fetched, yet DataFusion still looks up the
         // store of its URL (file:///), which the browser build has none of.
         #[cfg(target_arch = "wasm32")]

@@ -40,6 +40,7 @@ impl QuiverSession {
             relations::describe_path_as_query(inner);
             from_first::select_star_when_from_first(inner);
             literals::duckdb_timestamp_literals(inner);
+            literals::duckdb_blob_literals(inner);
             precedence::power_binds_tightest(inner);
         }
         let mut statement = self.answer_file_subqueries(statement).await;

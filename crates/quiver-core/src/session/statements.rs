@@ -38,7 +38,8 @@ impl QuiverSession {
             let batch = cost.batch(&self.prices())?;
             return Ok(QueryOutput::of(batch, self.runtime.metrics()).into_stream());
         }
-        let sql = dialect::rewrite_summarize(&dialect::rewrite_duckdb_copy(sql));
+        let sql = dialect::rewrite_duckdb_tokens(sql);
+        let sql = dialect::rewrite_summarize(&dialect::rewrite_duckdb_copy(&sql));
         let mut statements = DFParser::parse_sql_with_dialect(&sql, &GenericDialect {})?;
         let last = statements
             .pop_back()

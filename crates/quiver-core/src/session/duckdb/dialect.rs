@@ -70,6 +70,47 @@ pub fn rewrite_duckdb_copy(sql: &str) -> String {
     out.concat()
 }
 
+/// DuckDB's tokens that DataFusion's parser lacks: `16_000` (digits grouped by `_`) is
+/// 16000, `2 ** 3` is `2 ^ 3` (power, as `^` is here), and `4!` is `factorial(4)`. Other
+/// SQL passes through unchanged.
+pub fn rewrite_duckdb_tokens(sql: &str) -> String {
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
+        return sql.to_string();
+    };
+    let mut out = String::with_capacity(sql.len());
+    let mut i = 0;
+    while i < tokens.len() {
+        let next = tokens.get(i + 1);
+        match (&tokens[i], next) {
+            (Token::Number(digits, long), Some(Token::Word(w)))
+                if w.quote_style.is_none()
+                    && w.value.starts_with('_')
+                    && w.value.chars().all(|c| c == '_' || c.is_ascii_digit()) =>
+            {
+                out.push_str(digits);
+                out.push_str(&w.value.replace('_', ""));
+                if *long {
+                    out.push('L');
+                }
+                i += 2;
+            }
+            (Token::Mul, Some(Token::Mul)) => {
+                out.push('^');
+                i += 2;
+            }
+            (Token::Number(digits, _), Some(Token::ExclamationMark)) => {
+                out.push_str(&format!("factorial({digits})"));
+                i += 2;
+            }
+            (token, _) => {
+                out.push_str(&token.to_string());
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
 /// `SUMMARIZE <table or query>` as `CALL quiver_summarize('<table or query>')`, a statement
 /// DataFusion parses; the session answers it.
 pub fn rewrite_summarize(sql: &str) -> String {

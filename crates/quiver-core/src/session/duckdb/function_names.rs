@@ -11,7 +11,8 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     visit_expressions, BinaryOperator, Expr, Function, FunctionArg, FunctionArgExpr,
-    FunctionArguments, Ident, ObjectNamePart, Select, SelectItem, VisitMut, VisitorMut,
+    FunctionArguments, Ident, ObjectNamePart, Select, SelectItem, UnaryOperator, Value,
+    ValueWithSpan, VisitMut, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -48,6 +49,18 @@ pub fn expand_duckdb_functions<V: VisitMut>(statement: &mut V) {
                     *expr = expanded;
                 }
             }
+            // `~x`, DuckDB's bitwise NOT, which DataFusion lacks: x XOR -1.
+            if let Expr::UnaryOp {
+                op: UnaryOperator::BitwiseNot,
+                expr: operand,
+            } = expr
+            {
+                *expr = Expr::Nested(Box::new(Expr::BinaryOp {
+                    left: operand.clone(),
+                    op: BinaryOperator::PGBitwiseXor,
+                    right: Box::new(Expr::value(Value::Number("-1".into(), false))),
+                }));
+            }
             ControlFlow::Continue(())
         }
     }
@@ -78,6 +91,9 @@ fn expansion(function: &Function) -> Option<Expr> {
     if function.over.is_some() || function.filter.is_some() || !function.within_group.is_empty() {
         return None;
     }
+    if let Some(call) = struct_call(&name.value.to_ascii_lowercase(), &function.args) {
+        return Some(call);
+    }
     let mut args = plain_args(&function.args)?;
     if name.value.eq_ignore_ascii_case("xor") {
         // `^` is power in DuckDB (see `operators`); XOR is the operator `#` parses to.
@@ -93,6 +109,17 @@ fn expansion(function: &Function) -> Option<Expr> {
         .any(|n| name.value.eq_ignore_ascii_case(n))
     {
         return date_diff(&args);
+    }
+    if ["date_sub", "datesub"]
+        .iter()
+        .any(|n| name.value.eq_ignore_ascii_case(n))
+    {
+        return date_sub(&args);
+    }
+    if name.value.eq_ignore_ascii_case("regexp_extract") {
+        if let Some(call) = regexp_extract(&mut args) {
+            return Some(call);
+        }
     }
     // strptime(text, ['%d/%m/%Y', '%m/%d/%Y']): the formats tried in turn, which
     // to_timestamp takes as its arguments after the text.
@@ -116,11 +143,111 @@ fn expansion(function: &Function) -> Option<Expr> {
     for (index, arg) in args.iter().enumerate().rev() {
         text = text.replace(&format!("${}", index + 1), &format!("({arg})"));
     }
+    parsed(&text)
+}
+
+/// `text` parsed as one expression, in parentheses.
+fn parsed(text: &str) -> Option<Expr> {
     let parsed = Parser::new(&GenericDialect {})
-        .try_with_sql(&text)
+        .try_with_sql(text)
         .and_then(|mut parser| parser.parse_expr())
         .ok()?;
     Some(Expr::Nested(Box::new(parsed)))
+}
+
+/// A string literal's text.
+fn literal_text(expr: &Expr) -> Option<&str> {
+    match expr {
+        Expr::Value(ValueWithSpan {
+            value: Value::SingleQuotedString(text),
+            ..
+        }) => Some(text),
+        _ => None,
+    }
+}
+
+/// `date_sub('part', start, end)`: how many whole parts lie between (`date_sub('hour',
+/// '23:59:59', '01:58:00' the next day)` is 1), for the parts of fixed length.
+fn date_sub(args: &[Expr]) -> Option<Expr> {
+    let [part, start, end] = args else {
+        return None;
+    };
+    let seconds = match literal_text(part)?.to_lowercase().trim_end_matches('s') {
+        "week" => 604_800.0,
+        "day" => 86_400.0,
+        "hour" => 3_600.0,
+        "minute" => 60.0,
+        "second" => 1.0,
+        "millisecond" => 1e-3,
+        "microsecond" => 1e-6,
+        _ => return None,
+    };
+    parsed(&format!(
+        "CAST(trunc((date_part('epoch', ({end})) - date_part('epoch', ({start}))) / {seconds}) AS BIGINT)"
+    ))
+}
+
+/// `regexp_extract(text, pattern [, group or names] [, options])` where the macros' forms do
+/// not reach: options ('i' case-insensitive, 'c' sensitive) go into the pattern, and a
+/// list of names gives a struct of the groups by those names.
+fn regexp_extract(args: &mut Vec<Expr>) -> Option<Expr> {
+    if args.len() >= 3 {
+        if let Some(options) = literal_text(&args[args.len() - 1]).map(str::to_string) {
+            let flags = match options.as_str() {
+                "i" => "(?i)",
+                "c" | "" => "",
+                _ => return None,
+            };
+            args.pop();
+            args[1] = parsed(&format!("'{flags}' || ({})", args[1]))?;
+        }
+    }
+    let Some(Expr::Array(names)) = args.get(2) else {
+        return None; // the macros take the rest
+    };
+    let (text, pattern) = (&args[0], &args[1]);
+    let mut fields = vec![];
+    for (group, name) in names.elem.iter().enumerate() {
+        let name = literal_text(name)?.replace('\'', "''");
+        fields.push(format!(
+            "'{name}', CASE WHEN ({text}) IS NOT NULL THEN \
+             coalesce(regexp_match(({text}), '(' || ({pattern}) || ')')[{}], '') END",
+            group + 2
+        ));
+    }
+    parsed(&format!("named_struct({})", fields.join(", ")))
+}
+
+/// DuckDB's struct calls with named arguments (`name := value`), which DataFusion's calls
+/// cannot take: `struct_pack(i := 4)` is `named_struct('i', 4)`, and `struct_insert(s, b
+/// := 2)` and `struct_update(s, a := 2)` pass theirs as such a struct.
+fn struct_call(name: &str, args: &FunctionArguments) -> Option<Expr> {
+    let FunctionArguments::List(list) = args else {
+        return None;
+    };
+    let mut positional = vec![];
+    let mut named = vec![];
+    for arg in &list.args {
+        match arg {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(expr)) => positional.push(expr.to_string()),
+            FunctionArg::Named {
+                name,
+                arg: FunctionArgExpr::Expr(expr),
+                ..
+            } => named.push(format!("'{}', {expr}", name.value.replace('\'', "''"))),
+            _ => return None,
+        }
+    }
+    if named.is_empty() {
+        return None;
+    }
+    let fields = format!("named_struct({})", named.join(", "));
+    match (name, positional.as_slice()) {
+        ("struct_pack", []) => parsed(&fields),
+        ("struct_insert", [target]) => parsed(&format!("struct_concat({target}, {fields})")),
+        ("struct_update", [target]) => parsed(&format!("struct_update({target}, {fields})")),
+        _ => None,
+    }
 }
 
 /// `date_diff('part', start, end)`: how many boundaries of `part` lie between, as DuckDB
@@ -159,11 +286,7 @@ fn date_diff(args: &[Expr]) -> Option<Expr> {
     let text = format!("CAST(({difference}) AS BIGINT)")
         .replace("$S", &format!("({start})"))
         .replace("$E", &format!("({end})"));
-    Parser::new(&GenericDialect {})
-        .try_with_sql(&text)
-        .and_then(|mut parser| parser.parse_expr())
-        .ok()
-        .map(|parsed| Expr::Nested(Box::new(parsed)))
+    parsed(&text)
 }
 
 /// The arguments of a call with positional arguments only, and no DISTINCT, ORDER BY or
@@ -208,8 +331,18 @@ mod tests {
         );
         // A macro that wraps DataFusion's function of the same name expands once.
         assert_eq!(
-            expanded("SELECT to_hex(42)"),
-            "SELECT (upper(to_hex((42)))) AS \"to_hex(42)\""
+            expanded("SELECT sha256('a')"),
+            "SELECT (encode(sha256(('a')), 'hex')) AS \"sha256('a')\""
+        );
+        // Named arguments make a struct; a regexp's options go into its pattern.
+        assert_eq!(
+            expanded("SELECT struct_insert(s, b := 2) AS x, ~c AS y"),
+            "SELECT (struct_concat(s, named_struct('b', 2))) AS x, (c # -1) AS y"
+        );
+        assert_eq!(
+            expanded("SELECT regexp_extract(t, 'a(b)', ['x'], 'i') AS r"),
+            "SELECT (named_struct('x', CASE WHEN (t) IS NOT NULL THEN \
+             coalesce(regexp_match((t), '(' || (('(?i)' || ('a(b)'))) || ')')[2], '') END)) AS r"
         );
         assert_eq!(
             expanded("SELECT xor(2, 3) AS x, list_value(1, 2) AS l"),

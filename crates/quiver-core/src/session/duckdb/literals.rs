@@ -3,6 +3,8 @@
 //! time zone is dropped, the wall clock kept (`TIMESTAMP '1992-04-20 15:26:00-07'` is 15:26,
 //! which DataFusion converts to 22:26 UTC). Written literals only (`TIMESTAMP '…'`,
 //! `CAST('…' AS TIMESTAMP)`); strings of a column cast at run time are left to DataFusion.
+//! And BLOBs: `'\xAA\xBB'::BLOB` is the two bytes its escapes write (DataFusion has no BLOB;
+//! its BYTEA would take the eight characters), and a cast to BLOB is one to BYTEA.
 
 use std::ops::ControlFlow;
 
@@ -47,6 +49,70 @@ pub fn duckdb_timestamp_literals<V: VisitMut>(statement: &mut V) {
         }
     }
     let _ = statement.visit(&mut Literals);
+}
+
+/// Rewrites every BLOB of `statement` as DuckDB reads it (see the module's comment): a
+/// literal becomes a hex literal of its bytes, any other cast to BLOB one to BYTEA. A
+/// literal that is not a BLOB's text (a character outside ASCII) is left to fail as before.
+pub fn duckdb_blob_literals<V: VisitMut>(statement: &mut V) {
+    struct Blobs;
+    impl VisitorMut for Blobs {
+        type Break = ();
+        fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+            let literal = match expr {
+                Expr::TypedString(TypedString {
+                    data_type: DataType::Blob(_),
+                    value:
+                        ValueWithSpan {
+                            value: Value::SingleQuotedString(text),
+                            ..
+                        },
+                    ..
+                }) => Some(text.clone()),
+                Expr::Cast {
+                    expr: inner,
+                    data_type,
+                    ..
+                } if matches!(data_type, DataType::Blob(_)) => match inner.as_ref() {
+                    Expr::Value(ValueWithSpan {
+                        value: Value::SingleQuotedString(text),
+                        ..
+                    }) => Some(text.clone()),
+                    _ => {
+                        *data_type = DataType::Bytea;
+                        None
+                    }
+                },
+                _ => None,
+            };
+            if let Some(bytes) = literal.as_deref().and_then(blob_bytes) {
+                let hex: String = bytes.iter().map(|b| format!("{b:02X}")).collect();
+                *expr = Expr::value(Value::HexStringLiteral(hex));
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = statement.visit(&mut Blobs);
+}
+
+/// The bytes a BLOB literal writes: ASCII as itself, `\xHH` as the byte HH.
+fn blob_bytes(text: &str) -> Option<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&first, tail)) = rest.split_first() {
+        if !first.is_ascii() {
+            return None;
+        }
+        if first == b'\\' && tail.len() >= 3 && tail[0] == b'x' {
+            let hex = std::str::from_utf8(&tail[1..3]).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = &tail[3..];
+        } else {
+            bytes.push(first);
+            rest = tail;
+        }
+    }
+    Some(bytes)
 }
 
 fn without_zone(data_type: &DataType) -> bool {
@@ -107,6 +173,23 @@ mod tests {
             ),
         ] {
             assert_eq!(wall_clock(written), read, "{written}");
+        }
+    }
+
+    #[test]
+    fn blob_literals_are_their_bytes() {
+        assert_eq!(blob_bytes(r"\xAA\xbbA").unwrap(), [0xaa, 0xbb, b'A']);
+        assert_eq!(blob_bytes("ü"), None);
+        for (sql, expected) in [
+            (r"SELECT '\xAA\xBB'::BLOB", "SELECT X'AABB'"),
+            ("SELECT BLOB 'A'", "SELECT X'41'"),
+            ("SELECT CAST(c AS BLOB)", "SELECT CAST(c AS BYTEA)"),
+        ] {
+            let mut statement = Parser::parse_sql(&GenericDialect {}, sql)
+                .unwrap()
+                .remove(0);
+            duckdb_blob_literals(&mut statement);
+            assert_eq!(statement.to_string(), expected);
         }
     }
 

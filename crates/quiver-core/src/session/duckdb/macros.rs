@@ -52,9 +52,17 @@ pub const MACROS: &[(&str, Option<usize>, &str)] = &[
         Some(3),
         "CASE WHEN $1 IS NOT NULL THEN coalesce(regexp_match($1, '(' || $2 || ')')[$3 + 1], '') END",
     ),
-    // DuckDB's digests are hex text, its hex upper case.
+    // DuckDB's digests are hex text (its hex, upper case, is a function: `bytes`).
     ("sha256", Some(1), "encode(sha256($1), 'hex')"),
-    ("to_hex", Some(1), "upper(to_hex($1))"),
+    // A string's UTF-8 as a BLOB and back (DataFusion's two-argument encode and decode, to
+    // and from hex or base64, stay theirs).
+    ("encode", Some(1), "CAST($1 AS BYTEA)"),
+    ("decode", Some(1), "CAST($1 AS VARCHAR)"),
+    ("sum_no_overflow", Some(1), "sum($1)"),
+    ("make_timestamp_ns", Some(1), "to_timestamp_nanos($1)"),
+    // Lists of unequal lengths padded with NULLs (DuckDB's fourth argument, to truncate
+    // instead, is refused by arrays_zip).
+    ("array_zip", None, "arrays_zip($*)"),
     // Dates and times: DuckDB's parts are BIGINT.
     ("year", Some(1), "CAST(date_part('year', $1) AS BIGINT)"),
     ("quarter", Some(1), "CAST(date_part('quarter', $1) AS BIGINT)"),
@@ -248,11 +256,17 @@ pub const MACROS: &[(&str, Option<usize>, &str)] = &[
     ("list", Some(1), "array_agg($1)"),
     ("group_concat", Some(1), "string_agg($1, ',')"),
     ("group_concat", Some(2), "string_agg($1, $2)"),
-    // DuckDB skips rows whose key is NULL.
-    ("arg_max", Some(2), "first_value($1 ORDER BY $2 DESC) FILTER (WHERE $2 IS NOT NULL)"),
-    ("max_by", Some(2), "first_value($1 ORDER BY $2 DESC) FILTER (WHERE $2 IS NOT NULL)"),
-    ("argmax", Some(2), "first_value($1 ORDER BY $2 DESC) FILTER (WHERE $2 IS NOT NULL)"),
-    ("argmin", Some(2), "first_value($1 ORDER BY $2 ASC) FILTER (WHERE $2 IS NOT NULL)"),
-    ("arg_min", Some(2), "first_value($1 ORDER BY $2 ASC) FILTER (WHERE $2 IS NOT NULL)"),
-    ("min_by", Some(2), "first_value($1 ORDER BY $2 ASC) FILTER (WHERE $2 IS NOT NULL)"),
+    // DuckDB skips rows whose key is NULL, and (but for the `_null` forms) whose value is.
+    ("arg_max", Some(2), "first_value($1 ORDER BY $2 DESC) FILTER (WHERE $1 IS NOT NULL AND $2 IS NOT NULL)"),
+    ("max_by", Some(2), "first_value($1 ORDER BY $2 DESC) FILTER (WHERE $1 IS NOT NULL AND $2 IS NOT NULL)"),
+    ("argmax", Some(2), "first_value($1 ORDER BY $2 DESC) FILTER (WHERE $1 IS NOT NULL AND $2 IS NOT NULL)"),
+    ("arg_max_null", Some(2), "first_value($1 ORDER BY $2 DESC) FILTER (WHERE $2 IS NOT NULL)"),
+    ("argmin", Some(2), "first_value($1 ORDER BY $2 ASC) FILTER (WHERE $1 IS NOT NULL AND $2 IS NOT NULL)"),
+    ("arg_min", Some(2), "first_value($1 ORDER BY $2 ASC) FILTER (WHERE $1 IS NOT NULL AND $2 IS NOT NULL)"),
+    ("min_by", Some(2), "first_value($1 ORDER BY $2 ASC) FILTER (WHERE $1 IS NOT NULL AND $2 IS NOT NULL)"),
+    ("arg_min_null", Some(2), "first_value($1 ORDER BY $2 ASC) FILTER (WHERE $2 IS NOT NULL)"),
+    // Quiver's session is in UTC, so every TIMESTAMPTZ's offset is 0.
+    ("timezone", Some(1), "CASE WHEN $1 IS NOT NULL THEN CAST(0 AS BIGINT) END"),
+    ("timezone_hour", Some(1), "CASE WHEN $1 IS NOT NULL THEN CAST(0 AS BIGINT) END"),
+    ("timezone_minute", Some(1), "CASE WHEN $1 IS NOT NULL THEN CAST(0 AS BIGINT) END"),
 ];

@@ -4,16 +4,30 @@
 //! macros; identifiers: case-insensitive names; literals: timestamps' offsets and seconds;
 //! precedence: `^` above `*`); a planner for operators (operators: `/`, `//`, `^`); and an
 //! analyzer rule for what depends on types (typed: casts to integers round, `length` and
-//! `concat` of lists); and functions DataFusion lacks (vectors: dot products, cosines).
+//! `concat` of lists); and functions DataFusion lacks (vectors: dot products, cosines; and
+//! row_functions, which text, numbers, bytes and lists fill: distances, graphemes, paths,
+//! printf, hex and base64, list positions and masks, struct fields).
 //! What differs, and why DuckDB's meaning wins, is listed in docs/decisions.md.
 
+mod bytes;
 pub mod dialect;
 pub mod from_first;
 pub mod function_names;
 pub mod identifiers;
+mod lists;
 pub mod literals;
 mod macros;
+mod numbers;
 pub mod operators;
 pub mod precedence;
+pub mod row_functions;
+mod structs;
+mod text;
 pub mod typed;
 pub mod vectors;
+
+pub use bytes::BYTES;
+pub use lists::LISTS;
+pub use numbers::NUMBERS;
+pub use structs::STRUCTS;
+pub use text::TEXT;
