@@ -355,6 +355,16 @@ def test_arg_max_and_operators_duckdb_reads_otherwise(quiver, typed):
     assert (header, rows) == duck(sql, typed)
 
 
+def test_semi_and_anti_joins_and_order_by_all(quiver, typed):
+    for sql in ["SELECT id, name FROM 't.parquet' t SEMI JOIN (SELECT 2 AS id) u "
+                "ON t.id = u.id",
+                "SELECT id FROM 't.parquet' t ANTI JOIN (SELECT 2 AS id) u USING (id) "
+                "ORDER BY ALL DESC",
+                "SELECT name, id FROM 't.parquet' ORDER BY ALL"]:
+        header, rows = quiver.csv(sql, cwd=typed)
+        assert (header, rows) == duck(sql, typed), sql
+
+
 def test_timestamp_literals_read_as_duckdb_reads_them(quiver):
     """A UTC offset on a TIMESTAMP literal is dropped, the wall clock kept; a time without
     seconds is read (DataFusion converts the first to UTC and refuses the second)."""

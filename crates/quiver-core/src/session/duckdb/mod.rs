@@ -1,6 +1,6 @@
 //! DuckDB's SQL as Quiver reads it, where DataFusion's differs. Text rewrites before parsing
 //! (dialect: COPY's options, SUMMARIZE, EXPLAIN COST); AST rewrites before planning
-//! (from_first: `FROM t` alone; function_names: DuckDB-only functions, from the table in
+//! (from_first: `FROM t` alone; clauses: SEMI and ANTI joins, ORDER BY ALL; function_names: DuckDB-only functions, from the table in
 //! macros; identifiers: case-insensitive names; literals: timestamps' offsets and seconds;
 //! precedence: `^` above `*`); a planner for operators (operators: `/`, `//`, `^`); and an
 //! analyzer rule for what depends on types (typed: casts to integers round, `length` and
@@ -10,6 +10,7 @@
 //! What differs, and why DuckDB's meaning wins, is listed in docs/decisions.md.
 
 mod bytes;
+pub mod clauses;
 pub mod dialect;
 pub mod from_first;
 pub mod function_names;
