@@ -305,10 +305,30 @@ def test_duckdb_function_names_give_duckdb_answers(quiver, typed):
     assert header[0] == "strlen(name)"
     lower = lambda row: [v.lower().replace(" ", "") for v in row]
     assert lower(rows[0]) == lower(theirs[0]), (rows, theirs)
-    # A format other than Parquet is refused, never written as Parquet under its name.
-    proc = quiver.run("query", "COPY (SELECT 1 AS a) TO 'out.csv'", cwd=typed)
-    assert proc.returncode != 0 and "COPY writes Parquet, not csv" in proc.stderr, proc.stderr
-    assert not (typed / "out.csv").exists()
+    # A format COPY does not write is refused, never written as Parquet under its name.
+    proc = quiver.run("query", "COPY (SELECT 1 AS a) TO 'out.avro' (FORMAT avro)", cwd=typed)
+    assert proc.returncode != 0 and "not avro" in proc.stderr, proc.stderr
+    assert not (typed / "out.avro").exists()
+
+
+def test_copy_writes_csv_and_json_as_duckdb_does(quiver, typed):
+    """The format by the extension or FORMAT, DuckDB's HEADER and DELIMITER, JSON one object
+    per line: the same bytes as DuckDB writes."""
+    query = "SELECT id, name, price, day FROM 't.parquet' ORDER BY id"
+    for target, options in [("a.csv", ""), ("b.csv", " (HEADER false, DELIMITER '|')"),
+                            ("c.tsv", ""), ("d.json", ""), ("e.out", " (FORMAT json)")]:
+        sql = f"COPY ({query}) TO '{target}'{options}"
+        proc = quiver.run("query", sql, cwd=typed)
+        assert proc.returncode == 0, proc.stderr
+        ours = (typed / target).read_text()
+        duckdb.connect().sql(sql.replace(f"'{target}'", f"'{typed / ('duck-' + target)}'")
+                             .replace("'t.parquet'", f"'{typed / 't.parquet'}'"))
+        theirs = (typed / ("duck-" + target)).read_text()
+        if "json" in target + options:
+            # The same objects; a DECIMAL's trailing zeros (1.50, DuckDB's 1.5) aside.
+            ours, theirs = ([json.loads(line, parse_float=decimal.Decimal)
+                             for line in text.splitlines()] for text in (ours, theirs))
+        assert ours == theirs, target
 
 
 def test_identifiers_match_columns_whatever_their_case(quiver, tmp_path):

@@ -119,6 +119,7 @@ enum Sink<W: Write + Send> {
     Table(ShownRows, TableLayout, W),
     Csv(datafusion::arrow::csv::Writer<W>),
     Json(datafusion::arrow::json::ArrayWriter<W>),
+    JsonLines(datafusion::arrow::json::LineDelimitedWriter<W>),
     Arrow(datafusion::arrow::ipc::writer::FileWriter<W>),
     Parquet(ParquetSink<W>),
 }
@@ -172,6 +173,31 @@ impl<W: Write + Send> ResultWriter<W> {
         })
     }
 
+    /// CSV with or without a header line, fields between `delimiter`s (COPY's options).
+    pub fn csv(schema: &SchemaRef, out: W, header: bool, delimiter: u8) -> Self {
+        let writer = datafusion::arrow::csv::WriterBuilder::new()
+            .with_header(header)
+            .with_delimiter(delimiter)
+            .build(out);
+        Self {
+            schema: schema.clone(),
+            wrote: false,
+            sink: Sink::Csv(writer),
+        }
+    }
+
+    /// JSON, one object per line, NULLs written out (as DuckDB's COPY writes JSON).
+    pub fn json_lines(schema: &SchemaRef, out: W) -> Self {
+        let writer = datafusion::arrow::json::WriterBuilder::new()
+            .with_explicit_nulls(true)
+            .build::<_, datafusion::arrow::json::writer::LineDelimited>(out);
+        Self {
+            schema: schema.clone(),
+            wrote: false,
+            sink: Sink::JsonLines(writer),
+        }
+    }
+
     /// Parquet's columns encoded on `threads` threads (one by default; never more in the
     /// browser, which cannot start threads this way).
     pub fn with_threads(mut self, threads: usize) -> Self {
@@ -187,6 +213,7 @@ impl<W: Write + Send> ResultWriter<W> {
             Sink::Table(rows, _, _) => rows.push(batch),
             Sink::Csv(writer) => writer.write(&nested_as_text(batch)?)?,
             Sink::Json(writer) => writer.write(batch)?,
+            Sink::JsonLines(writer) => writer.write(batch)?,
             Sink::Arrow(writer) => writer.write(&compact_views(batch)?)?,
             Sink::Parquet(writer) => writer.write(batch).map_err(parquet_error)?,
         }
@@ -194,31 +221,39 @@ impl<W: Write + Send> ResultWriter<W> {
     }
 
     /// Ends the output (footers, closing brackets) and flushes it.
-    pub fn finish(mut self) -> Result<()> {
+    pub fn finish(self) -> Result<()> {
+        self.finish_into().map(drop)
+    }
+
+    /// `finish`, handing back what it wrote to.
+    pub fn finish_into(mut self) -> Result<W> {
         if !self.wrote {
             self.write(&RecordBatch::new_empty(self.schema.clone()))?;
         }
-        match self.sink {
+        let mut out = match self.sink {
             Sink::Table(rows, layout, mut out) => {
                 write_shown_rows(&self.schema, &rows, &layout, &mut out)?;
-                out.flush()?;
+                out
             }
-            Sink::Csv(writer) => writer.into_inner().flush()?,
+            Sink::Csv(writer) => writer.into_inner(),
             Sink::Json(mut writer) => {
                 writer.finish()?;
                 let mut out = writer.into_inner();
                 writeln!(out)?;
-                out.flush()?;
+                out
+            }
+            Sink::JsonLines(mut writer) => {
+                writer.finish()?;
+                writer.into_inner()
             }
             Sink::Arrow(mut writer) => {
                 writer.finish()?;
-                writer.into_inner()?.flush()?;
+                writer.into_inner()?
             }
-            Sink::Parquet(writer) => {
-                writer.into_inner().map_err(parquet_error)?.flush()?;
-            }
-        }
-        Ok(())
+            Sink::Parquet(writer) => writer.into_inner().map_err(parquet_error)?,
+        };
+        out.flush()?;
+        Ok(out)
     }
 }
 

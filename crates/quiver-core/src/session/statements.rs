@@ -17,7 +17,7 @@ use web_time::Instant;
 use super::duckdb::dialect;
 use super::output::{QueryOutput, QueryStream};
 use super::{index_calls, summarize, QuiverSession};
-use crate::copy::{self, CopyTarget, Destination, WrittenFile};
+use crate::copy::{self, CopyTarget, Destination, TextFormat, WrittenFile};
 use crate::exec::{travelling_fragments, with_build_sides, ExecutorKind};
 use crate::index::{build_index, refresh_index, show_index};
 use crate::metadata::inspect::{describe_files, FileMetadata};
@@ -85,22 +85,10 @@ impl QuiverSession {
     async fn run_copy(&self, copy: CopyToStatement) -> Result<QueryOutput> {
         // DuckDB takes the format from the target's extension when none is named: a
         // `x.csv` written as Parquet would be a wrong answer, not a missing feature.
-        let extension = copy
-            .target
-            .rsplit_once('.')
-            .map(|(_, e)| e.to_ascii_lowercase());
-        let format = copy.stored_as.clone().or(match extension.as_deref() {
-            Some(e @ ("csv" | "tsv" | "json" | "ndjson" | "jsonl" | "txt" | "arrow")) => {
-                Some(e.to_string())
-            }
-            _ => None,
-        });
-        if let Some(format) = format.filter(|f| !f.eq_ignore_ascii_case("parquet")) {
-            return Err(DataFusionError::NotImplemented(format!(
-                "COPY writes Parquet, not {format}; for CSV or JSON run the query with \
-                 `quiver query --format csv --output FILE` (or `--format json`)"
-            )));
-        }
+        let options: Vec<(String, String)> = (copy.options.iter())
+            .map(|(key, value)| (key.clone(), option_text(value)))
+            .collect();
+        let text = TextFormat::of(&copy.target, copy.stored_as.as_deref(), &options)?;
         let query = match copy.source {
             CopyToSource::Query(query) => SqlStatement::Query(query),
             CopyToSource::Relation(name) => Parser::new(&GenericDialect {})
@@ -115,6 +103,28 @@ impl QuiverSession {
             job: unique_id(),
         };
         let single_file = copy.partitioned_by.is_empty() && !copy.target.ends_with('/');
+        if let Some(format) = text {
+            if !single_file {
+                return Err(DataFusionError::NotImplemented(
+                    "COPY writes a folder (PARTITION_BY, or a target ending in /) as Parquet \
+                     only; name one CSV or JSON file"
+                        .into(),
+                ));
+            }
+            let stream = self.stream_statement(statement).await?;
+            let s3 = self.options_now().s3();
+            let (schema, metrics) = (stream.schema.clone(), stream.metrics);
+            let written = copy::write_text(
+                &self.runtime,
+                &s3,
+                &copy.target,
+                &format,
+                &schema,
+                stream.batches,
+            )
+            .await?;
+            return copy_answer(&[written], metrics);
+        }
         let (written, metrics) = match single_file {
             true => {
                 let destination = Destination::File(copy.target.clone());
@@ -134,15 +144,7 @@ impl QuiverSession {
                 copy::commit(&self.runtime, &self.options_now().s3(), &target, written).await?
             }
         };
-        let rows: u64 = written.iter().map(|f| f.rows).sum();
-        let batch = RecordBatch::try_from_iter([
-            ("rows", Arc::new(UInt64Array::from(vec![rows])) as ArrayRef),
-            (
-                "files",
-                Arc::new(UInt64Array::from(vec![written.len() as u64])) as ArrayRef,
-            ),
-        ])?;
-        Ok(QueryOutput::of(batch, metrics))
+        copy_answer(&written, metrics)
     }
 
     /// COPY's query run here, its rows encoded to `destination` as the query produces
@@ -255,6 +257,28 @@ impl QuiverSession {
     }
 }
 
+/// COPY's answer: the rows and files it wrote.
+fn copy_answer(written: &[WrittenFile], metrics: Arc<QueryMetrics>) -> Result<QueryOutput> {
+    let rows: u64 = written.iter().map(|f| f.rows).sum();
+    let batch = RecordBatch::try_from_iter([
+        ("rows", Arc::new(UInt64Array::from(vec![rows])) as ArrayRef),
+        (
+            "files",
+            Arc::new(UInt64Array::from(vec![written.len() as u64])) as ArrayRef,
+        ),
+    ])?;
+    Ok(QueryOutput::of(batch, metrics))
+}
+
+/// A COPY option's value as written, without its quotes.
+fn option_text(value: &datafusion::sql::sqlparser::ast::Value) -> String {
+    use datafusion::sql::sqlparser::ast::Value;
+    match value {
+        Value::SingleQuotedString(text) | Value::DoubleQuotedString(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,13 +335,13 @@ mod tests {
     async fn what_a_statement_cannot_do_is_an_error_that_says_so() {
         let dir = tempfile::tempdir().unwrap();
         let session = session();
-        let csv = format!(
-            "COPY (SELECT 1) TO '{}' STORED AS CSV",
-            dir.path().join("t.csv").display()
+        let avro = format!(
+            "COPY (SELECT 1) TO '{}' STORED AS AVRO",
+            dir.path().join("t.avro").display()
         );
-        assert!(error_of(&session, &csv)
+        assert!(error_of(&session, &avro)
             .await
-            .contains("COPY writes Parquet"));
+            .contains("COPY writes Parquet, CSV and JSON, not avro"));
         let glob = format!("{}/*.parquet", dir.path().display());
         let show = format!("CALL quiver_index_show('{glob}')");
         assert!(

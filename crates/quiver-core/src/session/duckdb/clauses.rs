@@ -62,12 +62,12 @@ fn order_by_all(query: &mut Query) {
     let Some(count) = select_items(&query.body) else {
         return;
     };
-    let options = options.clone();
+    let options = *options;
     order_by.kind = OrderByKind::Expressions(
         (1..=count)
             .map(|position| OrderByExpr {
                 expr: Expr::value(Value::Number(position.to_string(), false)),
-                options: options.clone(),
+                options,
                 with_fill: None,
             })
             .collect(),

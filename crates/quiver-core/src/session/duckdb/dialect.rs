@@ -191,11 +191,15 @@ fn duckdb_options(tokens: &[Token], start: usize) -> Option<(String, usize)> {
                 rest = tail;
             }
             other => {
-                let (value, tail) = rest.split_first()?;
+                // A flag alone (`HEADER`) is true.
+                let (value, tail) = match rest.split_first() {
+                    None | Some((Token::Comma, _)) => ("true".to_string(), rest),
+                    Some((value, tail)) => (plain(value)?, tail),
+                };
                 options.push(format!(
                     "'format.{}' '{}'",
                     other.to_ascii_lowercase(),
-                    plain(value)?.replace('\'', "''")
+                    value.replace('\'', "''")
                 ));
                 rest = tail;
             }
@@ -260,6 +264,10 @@ mod tests {
         assert_eq!(
             rewrite_duckdb_copy("COPY t TO 'o/' (FORMAT 'parquet', PARTITION_BY a)"),
             "COPY t TO 'o/' STORED AS PARQUET PARTITIONED BY (a)"
+        );
+        assert_eq!(
+            rewrite_duckdb_copy("COPY t TO 'o.csv' (HEADER, DELIMITER '|')"),
+            "COPY t TO 'o.csv' OPTIONS ('format.header' 'true', 'format.delimiter' '|')"
         );
         let untouched = "SELECT '(x)' AS to_do FROM t WHERE b IN (1, 2)";
         assert_eq!(rewrite_duckdb_copy(untouched), untouched);

@@ -15,6 +15,10 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
 use serde::{Deserialize, Serialize};
 
+mod text;
+
+pub use text::{write_text, TextFormat};
+
 use crate::format::ParquetSink;
 use crate::runtime::QuiverRuntime;
 use crate::source::{hive, S3Options};
@@ -228,23 +232,34 @@ async fn put(runtime: &QuiverRuntime, s3: &S3Options, file: OpenFile) -> Result<
     let OpenFile { path, rows, writer } = file;
     let staging = writer.into_inner()?;
     let bytes = staging.bytes;
-    match staging.sink {
-        #[cfg(target_arch = "wasm32")]
-        Sink::Memory(buffer) => runtime.sources.put(&path, s3, buffer.into()).await?,
-        #[cfg(not(target_arch = "wasm32"))]
-        Sink::Disk { file, staged } => {
-            let file = file.into_inner().map_err(|e| e.into_error())?;
-            file.sync_all()?;
-            drop(file);
-            runtime.sources.put_file(&path, s3, &staged.0).await?
-        }
-    }
+    put_staged(runtime, s3, &path, staging).await?;
     Ok(WrittenFile {
         path,
         rows,
         bytes,
         partition: BTreeMap::new(),
     })
+}
+
+/// Puts a staged file at `path` (a local one is renamed over it).
+async fn put_staged(
+    runtime: &QuiverRuntime,
+    s3: &S3Options,
+    path: &str,
+    staging: Staging,
+) -> Result<()> {
+    match staging.sink {
+        #[cfg(target_arch = "wasm32")]
+        Sink::Memory(buffer) => runtime.sources.put(path, s3, buffer.into()).await?,
+        #[cfg(not(target_arch = "wasm32"))]
+        Sink::Disk { file, staged } => {
+            let file = file.into_inner().map_err(|e| e.into_error())?;
+            file.sync_all()?;
+            drop(file);
+            runtime.sources.put_file(path, s3, &staged.0).await?
+        }
+    }
+    Ok(())
 }
 
 /// Where a file is encoded before it is put, and how many bytes it holds.
