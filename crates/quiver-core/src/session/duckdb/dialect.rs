@@ -72,11 +72,19 @@ pub fn rewrite_duckdb_copy(sql: &str) -> String {
 
 /// DuckDB's tokens that DataFusion's parser lacks: `16_000` (digits grouped by `_`) is
 /// 16000, `2 ** 3` is `2 ^ 3` (power, as `^` is here), and `4!` is `factorial(4)`. Other
-/// SQL passes through unchanged.
+/// SQL passes through unchanged, as written.
 pub fn rewrite_duckdb_tokens(sql: &str) -> String {
     let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
         return sql.to_string();
     };
+    let duckdb_only = tokens.windows(2).any(|pair| match pair {
+        [Token::Number(..), Token::Word(w)] => w.quote_style.is_none() && w.value.starts_with('_'),
+        [Token::Mul, Token::Mul] | [Token::Number(..), Token::ExclamationMark] => true,
+        _ => false,
+    });
+    if !duckdb_only {
+        return sql.to_string();
+    }
     let mut out = String::with_capacity(sql.len());
     let mut i = 0;
     while i < tokens.len() {
@@ -271,6 +279,16 @@ mod tests {
         );
         let untouched = "SELECT '(x)' AS to_do FROM t WHERE b IN (1, 2)";
         assert_eq!(rewrite_duckdb_copy(untouched), untouched);
+    }
+
+    #[test]
+    fn duckdb_tokens_become_datafusion_s() {
+        assert_eq!(
+            rewrite_duckdb_tokens("SELECT 16_000, 1_000_000 * 2 ** 3, 4! FROM t"),
+            "SELECT 16000, 1000000 * 2 ^ 3, factorial(4) FROM t"
+        );
+        let untouched = "SELECT 'it''s ** 4!', a * b, \"x_1\" FROM t";
+        assert_eq!(rewrite_duckdb_tokens(untouched), untouched);
     }
 
     #[test]
