@@ -37,6 +37,8 @@ pub enum MetadataKind {
     FileMetadata,
     /// A row per key-value pair in a footer.
     KvMetadata,
+    /// A row per file the glob matches, its path only (DuckDB's `glob()`): no footer read.
+    Files,
 }
 
 impl MetadataKind {
@@ -47,6 +49,7 @@ impl MetadataKind {
             "parquet_schema" => Some(Self::Schema),
             "parquet_file_metadata" => Some(Self::FileMetadata),
             "parquet_kv_metadata" => Some(Self::KvMetadata),
+            "glob" => Some(Self::Files),
             _ => None,
         }
     }
@@ -57,6 +60,7 @@ impl MetadataKind {
             Self::Schema => "parquet_schema",
             Self::FileMetadata => "parquet_file_metadata",
             Self::KvMetadata => "parquet_kv_metadata",
+            Self::Files => "glob",
         }
     }
 
@@ -119,6 +123,7 @@ impl MetadataKind {
                 ("footer_size", UInt64),
             ],
             Self::KvMetadata => &[("file_name", Utf8), ("key", Binary), ("value", Binary)],
+            Self::Files => &[("file", Utf8)],
         };
         Arc::new(Schema::new(
             columns
@@ -135,6 +140,10 @@ impl MetadataKind {
             Self::Schema => rows::schema_columns(footers),
             Self::FileMetadata => rows::file_metadata_columns(footers),
             Self::KvMetadata => rows::kv_columns(footers),
+            Self::Files => {
+                let paths = footers.iter().map(|f| Some(f.meta().path.clone()));
+                vec![Arc::new(StringArray::from_iter(paths)) as ArrayRef]
+            }
         };
         Ok(RecordBatch::try_new(self.schema(), columns)?)
     }
@@ -194,10 +203,16 @@ impl TableProvider for MetadataTable {
         filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let runtime = QuiverRuntime::of(state.config())?;
-        let files = self.kept_files(state, filters)?;
-        let footers = runtime.open_all(&files).await?;
-        let batch = self.kind.batch(&footers)?;
+        let batch = if self.kind == MetadataKind::Files {
+            let paths = self.files.iter().map(|f| Some(f.path.as_str()));
+            let column = Arc::new(StringArray::from_iter(paths)) as ArrayRef;
+            RecordBatch::try_new(self.schema(), vec![column])?
+        } else {
+            let runtime = QuiverRuntime::of(state.config())?;
+            let files = self.kept_files(state, filters)?;
+            let footers = runtime.open_all(&files).await?;
+            self.kind.batch(&footers)?
+        };
         Ok(MemorySourceConfig::try_new_exec(
             &[vec![batch]],
             self.schema(),
