@@ -385,6 +385,26 @@ def test_semi_and_anti_joins_and_order_by_all(quiver, typed):
         assert (header, rows) == duck(sql, typed), sql
 
 
+def test_create_macro_expands_as_duckdb_does(quiver, typed):
+    """A macro with a default, a macro calling it, named by its call; in one script."""
+    script = ("CREATE MACRO plus(a, b := 1) AS a + b; CREATE MACRO twice(x) AS plus(x, x); "
+              "SELECT plus(id, 10), plus(id), twice(id) AS t FROM 't.parquet' ORDER BY id")
+    header, rows = quiver.csv(script, cwd=typed)
+    con = duckdb.connect()
+    here = os.getcwd()
+    os.chdir(typed)
+    try:
+        for statement in script.split("; ")[:-1]:
+            con.sql(statement)
+        relation = con.sql(script.split("; ")[-1])
+        theirs = list(relation.columns), [[str(v) for v in row] for row in relation.fetchall()]
+    finally:
+        os.chdir(here)
+    assert (header, rows) == theirs
+    proc = quiver.run("query", "CREATE MACRO m() AS TABLE SELECT 1", cwd=typed)
+    assert proc.returncode != 0 and "AS TABLE is not supported" in proc.stderr, proc.stderr
+
+
 def test_timestamp_literals_read_as_duckdb_reads_them(quiver):
     """A UTC offset on a TIMESTAMP literal is dropped, the wall clock kept; a time without
     seconds is read (DataFusion converts the first to UTC and refuses the second)."""

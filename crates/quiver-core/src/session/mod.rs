@@ -20,6 +20,7 @@ mod planning;
 mod relations;
 mod statements;
 mod summarize;
+mod user_macros;
 mod virtual_columns;
 
 use std::sync::Arc;
@@ -63,6 +64,8 @@ pub struct QuiverSession {
     runtime: Arc<QuiverRuntime>,
     tables: Arc<relations::ResolvedTables>,
     views: lazy_views::LazyViews,
+    /// `CREATE MACRO`s, expanded before planning.
+    macros: user_macros::UserMacros,
     pool: ComputePool,
     options: SessionOptions,
     remote: Option<Arc<dyn FragmentRunner>>,
@@ -148,6 +151,7 @@ impl QuiverSession {
             runtime,
             tables,
             views: Default::default(),
+            macros: Default::default(),
             pool,
             options,
             remote: None,

@@ -37,6 +37,7 @@ impl QuiverSession {
     pub(super) async fn logical_plan(&self, mut statement: Statement) -> Result<LogicalPlan> {
         self.plan_named_views(&statement).await?;
         if let Statement::Statement(inner) = &mut statement {
+            self.macros.expand(inner.as_mut())?;
             relations::describe_path_as_query(inner);
             from_first::select_star_when_from_first(inner);
             clauses::duckdb_clauses(inner);

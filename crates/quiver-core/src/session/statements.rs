@@ -63,6 +63,11 @@ impl QuiverSession {
             Statement::Statement(inner) => inner,
             other => return self.stream_statement(other).await,
         };
+        if let Some(defined) = self.macros.define(&inner) {
+            defined?;
+            let nothing = RecordBatch::new_empty(Arc::new(Schema::empty()));
+            return Ok(QueryOutput::of(nothing, self.runtime.metrics()).into_stream());
+        }
         if self.defer_view(&inner).await? {
             let nothing = RecordBatch::new_empty(Arc::new(Schema::empty()));
             return Ok(QueryOutput::of(nothing, self.runtime.metrics()).into_stream());
