@@ -172,10 +172,7 @@ impl LastingCache for DiskCache {
         let place = folder.display().to_string();
         off_async(&place, move || Ok(lookup_in(&folder, &asked)))
             .await
-            .unwrap_or(Lookup {
-                held: vec![],
-                missing: ranges,
-            })
+            .unwrap_or(Lookup::missing(ranges))
     }
 
     fn keep(&self, object: &ObjectMeta, pieces: &[(u64, Bytes)]) {

@@ -50,6 +50,16 @@ pub struct Lookup {
     pub missing: Vec<Range<u64>>,
 }
 
+impl Lookup {
+    /// Nothing held: all of `ranges` missing.
+    pub fn missing(ranges: Vec<Range<u64>>) -> Self {
+        Self {
+            held: vec![],
+            missing: ranges,
+        }
+    }
+}
+
 impl BlockCache {
     /// Bounds the cache to `bytes` from now on, evicting the oldest pieces beyond it; 0
     /// turns it off (it neither keeps nor serves, and lets go of what it held).
@@ -63,17 +73,11 @@ impl BlockCache {
     /// What is held of `ranges`, and what is missing (everything while the cache is off).
     pub fn lookup(&self, object: &ObjectMeta, ranges: &[Range<u64>]) -> Lookup {
         if self.capacity.load(Relaxed) == 0 {
-            return Lookup {
-                held: vec![],
-                missing: ranges.to_vec(),
-            };
+            return Lookup::missing(ranges.to_vec());
         }
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let Some(pieces) = state.objects.get(&key(object)) else {
-            return Lookup {
-                held: vec![],
-                missing: ranges.to_vec(),
-            };
+            return Lookup::missing(ranges.to_vec());
         };
         split(pieces, ranges)
     }

@@ -153,10 +153,7 @@ impl LastingCache for OpfsCache {
     async fn lookup(&self, object: &ObjectMeta, ranges: Vec<Range<u64>>) -> Lookup {
         let (folder, asked) = (self.folder_of(object), ranges.clone());
         let found = on_event_loop(async move { held(&folder, &asked).await.ok() }).await;
-        found.flatten().unwrap_or(Lookup {
-            held: vec![],
-            missing: ranges,
-        })
+        found.flatten().unwrap_or(Lookup::missing(ranges))
     }
 
     fn keep(&self, object: &ObjectMeta, pieces: &[(u64, Bytes)]) {

@@ -3,14 +3,13 @@
 //! its name (`list_aggregate(l, 'min')`). Positions are 1-based, as everywhere in DuckDB.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef};
 use datafusion::arrow::compute::{sort_to_indices, SortOptions};
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{exec_err, plan_err, Result, ScalarValue};
 
-use super::row_functions::{int, returns, text, RowFunction};
+use super::row_functions::{int, list_of, returns, text, RowFunction};
 
 pub const LISTS: &[RowFunction] = &[
     RowFunction {
@@ -126,10 +125,6 @@ pub const LISTS: &[RowFunction] = &[
         strict: true,
     },
 ];
-
-fn list_of(element: DataType) -> DataType {
-    DataType::List(Arc::new(Field::new_list_field(element, true)))
-}
 
 fn list(values: &[ScalarValue], element: &DataType) -> ScalarValue {
     ScalarValue::List(ScalarValue::new_list_nullable(values, element))

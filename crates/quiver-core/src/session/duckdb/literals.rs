@@ -19,30 +19,7 @@ pub fn duckdb_timestamp_literals<V: VisitMut>(statement: &mut V) {
     impl VisitorMut for Literals {
         type Break = ();
         fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
-            let text = match expr {
-                Expr::TypedString(TypedString {
-                    data_type,
-                    value:
-                        ValueWithSpan {
-                            value: Value::SingleQuotedString(text),
-                            ..
-                        },
-                    ..
-                }) if without_zone(data_type) => Some(text),
-                Expr::Cast {
-                    expr: inner,
-                    data_type,
-                    ..
-                } if without_zone(data_type) => match inner.as_mut() {
-                    Expr::Value(ValueWithSpan {
-                        value: Value::SingleQuotedString(text),
-                        ..
-                    }) => Some(text),
-                    _ => None,
-                },
-                _ => None,
-            };
-            if let Some(text) = text {
+            if let Some(text) = written_literal(expr, without_zone) {
                 *text = wall_clock(text);
             }
             ControlFlow::Continue(())
@@ -59,40 +36,53 @@ pub fn duckdb_blob_literals<V: VisitMut>(statement: &mut V) {
     impl VisitorMut for Blobs {
         type Break = ();
         fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
-            let literal = match expr {
-                Expr::TypedString(TypedString {
-                    data_type: DataType::Blob(_),
-                    value:
-                        ValueWithSpan {
-                            value: Value::SingleQuotedString(text),
-                            ..
-                        },
-                    ..
-                }) => Some(text.clone()),
-                Expr::Cast {
-                    expr: inner,
-                    data_type,
-                    ..
-                } if matches!(data_type, DataType::Blob(_)) => match inner.as_ref() {
-                    Expr::Value(ValueWithSpan {
-                        value: Value::SingleQuotedString(text),
-                        ..
-                    }) => Some(text.clone()),
-                    _ => {
-                        *data_type = DataType::Bytea;
-                        None
+            let is_blob = |t: &DataType| matches!(t, DataType::Blob(_));
+            match written_literal(expr, is_blob).map(|text| blob_bytes(text)) {
+                Some(Some(bytes)) => {
+                    let hex: String = bytes.iter().map(|b| format!("{b:02X}")).collect();
+                    *expr = Expr::value(Value::HexStringLiteral(hex));
+                }
+                Some(None) => {}
+                None => {
+                    if let Expr::Cast { data_type, .. } = expr {
+                        if is_blob(data_type) {
+                            *data_type = DataType::Bytea;
+                        }
                     }
-                },
-                _ => None,
-            };
-            if let Some(bytes) = literal.as_deref().and_then(blob_bytes) {
-                let hex: String = bytes.iter().map(|b| format!("{b:02X}")).collect();
-                *expr = Expr::value(Value::HexStringLiteral(hex));
+                }
             }
             ControlFlow::Continue(())
         }
     }
     let _ = statement.visit(&mut Blobs);
+}
+
+/// The text of a literal written as `TYPE '…'` or `CAST('…' AS TYPE)`, for a type `of_type`
+/// takes.
+fn written_literal(expr: &mut Expr, of_type: impl Fn(&DataType) -> bool) -> Option<&mut String> {
+    match expr {
+        Expr::TypedString(TypedString {
+            data_type,
+            value:
+                ValueWithSpan {
+                    value: Value::SingleQuotedString(text),
+                    ..
+                },
+            ..
+        }) if of_type(data_type) => Some(text),
+        Expr::Cast {
+            expr: inner,
+            data_type,
+            ..
+        } if of_type(data_type) => match inner.as_mut() {
+            Expr::Value(ValueWithSpan {
+                value: Value::SingleQuotedString(text),
+                ..
+            }) => Some(text),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// The bytes a BLOB literal writes: ASCII as itself, `\xHH` as the byte HH.

@@ -174,6 +174,11 @@ pub fn bytes(value: &ScalarValue) -> Result<&[u8]> {
     }
 }
 
+/// A list of `element`s, as DataFusion types lists.
+pub fn list_of(element: DataType) -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(element, true)))
+}
+
 /// A value as text, as a cast to VARCHAR writes it.
 pub fn value_text(value: &ScalarValue) -> String {
     match value.try_as_str() {

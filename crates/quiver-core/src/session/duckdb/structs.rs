@@ -6,19 +6,16 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, StructArray};
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
+use datafusion::arrow::datatypes::{DataType, FieldRef, Fields};
 use datafusion::common::{exec_err, plan_err, Result, ScalarValue};
 
-use super::row_functions::{int, returns, utf8, RowFunction};
+use super::row_functions::{int, list_of, returns, utf8, RowFunction};
 
 pub const STRUCTS: &[RowFunction] = &[
     RowFunction {
         names: &["struct_keys"],
         arity: 1..=1,
-        returns: returns!(DataType::List(Arc::new(Field::new_list_field(
-            DataType::Utf8,
-            true
-        )))),
+        returns: returns!(list_of(DataType::Utf8)),
         eval: |a| {
             let (fields, _) = parts(&a[0])?;
             let names: Vec<ScalarValue> = fields.iter().map(|f| utf8(f.name())).collect();

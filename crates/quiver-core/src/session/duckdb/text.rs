@@ -2,12 +2,12 @@
 //! reader sees as one character: an emoji with its skin tone is one), URL escapes, regular
 //! expression escapes and every match of one, file paths, and printf and fmt formatting.
 
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{exec_err, Result, ScalarValue};
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use unicode_segmentation::UnicodeSegmentation;
 
-use super::row_functions::{float, int, returns, text, utf8, value_text, RowFunction};
+use super::row_functions::{float, int, list_of, returns, text, utf8, value_text, RowFunction};
 
 const STRING: DataType = DataType::Utf8;
 
@@ -130,15 +130,13 @@ pub const TEXT: &[RowFunction] = &[
     RowFunction {
         names: &["regexp_extract_all"],
         arity: 2..=3,
-        returns: returns!(DataType::List(std::sync::Arc::new(Field::new_list_field(
-            STRING, true
-        )))),
+        returns: returns!(list_of(STRING)),
         eval: |a| {
-            let (text, group) = (text(&a[0])?, a.get(2).map(int).transpose()?.unwrap_or(0));
-            let Ok(pattern) = regex::Regex::new(super::row_functions::text(&a[1])?) else {
+            let (subject, group) = (text(&a[0])?, a.get(2).map(int).transpose()?.unwrap_or(0));
+            let Ok(pattern) = regex::Regex::new(text(&a[1])?) else {
                 return exec_err!("regexp_extract_all: not a regular expression");
             };
-            let found: Vec<ScalarValue> = (pattern.captures_iter(text))
+            let found: Vec<ScalarValue> = (pattern.captures_iter(subject))
                 .map(|c| utf8(c.get(group as usize).map_or("", |m| m.as_str())))
                 .collect();
             Ok(ScalarValue::List(ScalarValue::new_list_nullable(
@@ -185,9 +183,7 @@ pub const TEXT: &[RowFunction] = &[
     RowFunction {
         names: &["parse_path"],
         arity: 1..=2,
-        returns: returns!(DataType::List(std::sync::Arc::new(Field::new_list_field(
-            STRING, true
-        )))),
+        returns: returns!(list_of(STRING)),
         eval: |a| {
             let (path, separators) = (text(&a[0])?, separators(a.get(1))?);
             let root = path.starts_with(separators).then_some("/");
