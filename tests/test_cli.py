@@ -262,6 +262,35 @@ def test_a_join_filters_its_probe_scan_as_it_decodes(quiver, tmp_path):
     assert probed(*off) == "200.0 K"
 
 
+def test_a_wide_scan_decodes_its_other_columns_only_for_the_rows_that_pass(quiver, tmp_path):
+    """Late materialisation (scan/late.rs): beside a filter on one narrow column, the wide
+    text columns of `SELECT *` are decoded only for the rows that pass the filter and the
+    TopK's threshold, so the filter above the scan is handed those rows alone (selectivity
+    100%). Where the filter's column is the wide one the decoder does not filter (the filter
+    above keeps one row in 10). The answers are the query's."""
+    n = 100_000
+    wide = {f"text{c}": [f"{c}-{i:08d}-" + "x" * 40 for i in range(n)] for c in range(8)}
+    table = pa.table({"id": pa.array(range(n), pa.int64()),
+                      "tag": [f"t{i % 10}" for i in range(n)], **wide})
+    pq.write_table(table, str(tmp_path / "wide.parquet"), row_group_size=20_000)
+
+    def filter_line(sql):
+        plan = quiver.ok("query", "--format", "csv", f"EXPLAIN ANALYZE {sql}", cwd=tmp_path)
+        return next(line for line in plan.splitlines() if "FilterExec" in line)
+
+    top = "SELECT * FROM 'wide.parquet' WHERE tag LIKE '%7' ORDER BY id DESC LIMIT 3"
+    assert "selectivity=100%" in filter_line(top)
+    header, rows = quiver.csv(top, cwd=tmp_path)
+    assert header == ["id", "tag"] + [f"text{c}" for c in range(8)]
+    assert [r[0] for r in rows] == ["99997", "99987", "99977"]
+    assert rows[0][2] == "0-00099997-" + "x" * 40
+
+    narrow = "SELECT id FROM 'wide.parquet' WHERE text0 LIKE '%7-x%'"
+    assert "selectivity=10%" in filter_line(narrow)
+    assert quiver.csv(f"SELECT count(*) AS n, sum(id) AS s FROM ({narrow})", cwd=tmp_path) == (
+        ["n", "s"], [[str(n // 10), str(sum(range(7, n, 10)))]])
+
+
 def test_a_filter_evaluates_its_cheap_checks_first(quiver, tmp_path):
     """The comparison with a literal goes first, and a LIKE of two segments is preceded by a
     substring search for each (filter_order.rs); the answer is the query's."""

@@ -9,7 +9,8 @@
 //! of 6 million (0.31 s to 0.20 s), and Q18 sums those of 57 orders. A filter that looks up
 //! a big build side's hash table, or a static predicate over many rows (Q12's dates, Q13's
 //! LIKE), cost up to a quarter more there: evaluated in the decoder it scatters the rows it
-//! keeps, and the operator above evaluates it again. Those stay with the operators above.
+//! keeps, and the operator above evaluates it again. Those stay with the operators above,
+//! except beside wide rows (`late_decodable`, `scan::late`).
 //!
 //! Every bucket also drops the row groups that the dynamic filters, as they stand when it
 //! opens, rule out by its footer's min/max statistics (`prunable`): a join's key bounds, a
@@ -44,18 +45,12 @@ pub fn decodable(
     output: &Schema,
     decoding: &Schema,
 ) -> Result<Option<Arc<dyn PhysicalExpr>>> {
-    let same_type =
-        |name: &str| match (output.field_with_name(name), decoding.field_with_name(name)) {
-            (Ok(table), Ok(file)) => table.data_type() == file.data_type(),
-            _ => false,
-        };
     let mut kept = Vec::new();
     for conjunct in split_conjunction(predicate) {
         let Some(now) = named_keys(conjunct)? else {
             continue;
         };
-        let columns = collect_columns(&now);
-        if columns.is_empty() || !columns.iter().all(|c| same_type(c.name())) {
+        if !decoded_as_typed(&now, output, decoding) {
             continue;
         }
         let now = reassign_expr_columns(now, decoding)?;
@@ -64,6 +59,49 @@ pub fn decodable(
         }
     }
     Ok(conjunction_opt(kept))
+}
+
+/// The conjuncts of `filters` (the scan's static predicate and its dynamic filters, over
+/// `output`) that the decoder can evaluate when it decodes the file columns as `decoding` says,
+/// for late materialisation (`scan::late`): all of them but a hash-table lookup (its
+/// scattered keeps cost more than they save) and those over a column decoded in another type
+/// or over a listing column. Dynamic filters stay live, not snapshotted: TopK's threshold
+/// tightens while the decoder runs.
+pub fn late_decodable(
+    filters: &[&Arc<dyn PhysicalExpr>],
+    output: &Schema,
+    decoding: &Schema,
+) -> Result<Option<Arc<dyn PhysicalExpr>>> {
+    let mut kept = Vec::new();
+    for conjunct in filters.iter().flat_map(|f| split_conjunction(f)) {
+        let looks_up =
+            |e: &Arc<dyn PhysicalExpr>| e.downcast_ref::<HashTableLookupExpr>().is_some();
+        let a_lookup = is_dynamic(conjunct) && snapshot(conjunct)?.exists(|e| Ok(looks_up(e)))?;
+        if a_lookup || !decoded_as_typed(conjunct, output, decoding) {
+            continue;
+        }
+        let now = reassign_expr_columns(Arc::clone(conjunct), decoding)?;
+        if can_expr_be_pushed_down_with_schemas(&now, decoding) {
+            kept.push(now);
+        }
+    }
+    Ok(conjunction_opt(kept))
+}
+
+/// Whether `expr` names columns, all of them file columns that the decoder types as the
+/// table does.
+fn decoded_as_typed(expr: &Arc<dyn PhysicalExpr>, output: &Schema, decoding: &Schema) -> bool {
+    let columns = collect_columns(expr);
+    !columns.is_empty()
+        && columns.iter().all(|c| {
+            match (
+                output.field_with_name(c.name()),
+                decoding.field_with_name(c.name()),
+            ) {
+                (Ok(table), Ok(file)) => table.data_type() == file.data_type(),
+                _ => false,
+            }
+        })
 }
 
 /// What of `predicate` (over `output`, the scan's projected schema) can rule out row groups
@@ -216,6 +254,35 @@ mod tests {
         // predicate, nor the filter on a column decoded as bytes.
         let kept = decodable(&all, &output, &decoding).unwrap().unwrap();
         assert_eq!(kept.to_string(), "day@1 IN (SET) ([3, 5])");
+    }
+
+    #[test]
+    fn late_materialisation_takes_static_and_live_dynamic_filters_the_decoder_can_read() {
+        let output = schema(&[
+            ("price", DataType::Decimal128(15, 2)),
+            ("day", DataType::Int32),
+        ]);
+        let decoding = schema(&[
+            ("day", DataType::Int32),
+            ("price", DataType::FixedSizeBinary(7)),
+        ]);
+        let day = col("day", &output).unwrap();
+        let static_day = binary(Arc::clone(&day), Operator::Lt, lit(10i32), &output).unwrap();
+        let top_k = join_filter("day", &output);
+        let on_price = join_filter("price", &output);
+        let dynamic = conjunction_opt([Arc::clone(&top_k) as _, on_price as _]).unwrap();
+        let kept = late_decodable(&[&static_day, &dynamic], &output, &decoding)
+            .unwrap()
+            .unwrap();
+        // Both filters on day, on the decoder's first column; not the one on bytes.
+        let conjuncts: Vec<_> = split_conjunction(&kept).into_iter().cloned().collect();
+        assert_eq!(conjuncts.len(), 2, "{kept}");
+        assert_eq!(conjuncts[0].to_string(), "day@0 < 10");
+        // The dynamic one stays live: a threshold set later is what the decoder evaluates.
+        top_k
+            .update(binary(day, Operator::Lt, lit(3i32), &output).unwrap())
+            .unwrap();
+        assert_eq!(snapshot(&conjuncts[1]).unwrap().to_string(), "day@0 < 3");
     }
 
     #[test]

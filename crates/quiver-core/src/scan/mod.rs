@@ -6,11 +6,13 @@
 //! scan of them holds no bucket whole.
 //!
 //! work (what travels) → reads (the read plan) → input (a bucket made ready to decode) →
-//! reader (the decoder's view of its bytes) → decode → sieve (dynamic filters on decoded
-//! rows, while they pay) → stream (a partition's buckets, under memory admission) → this node.
+//! reader (the decoder's view of its bytes) → decode (with late: every filter given to the
+//! decoder where rows are wide beside it) → sieve (dynamic filters on decoded rows, while they
+//! pay) → stream (a partition's buckets, under memory admission) → this node.
 
 mod decode;
 mod input;
+mod late;
 mod reader;
 mod reads;
 mod sieve;
@@ -27,7 +29,9 @@ use datafusion::common::Statistics;
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::{conjunction_opt, EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr::{
+    conjunction_opt, split_conjunction, EquivalenceProperties, PhysicalExpr,
+};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::filter_pushdown::{
     ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
@@ -68,6 +72,9 @@ pub struct BucketScanExec {
     /// decoder applies those that pay to rows. Not serialised: the operators above apply
     /// them too.
     pushed_filter: Option<Arc<dyn PhysicalExpr>>,
+    /// The static predicate of the filter above the scan, over its output: the decoder
+    /// applies it only where the projection is wide beside it (`late`). Not serialised.
+    pushed_predicate: Option<Arc<dyn PhysicalExpr>>,
 }
 
 impl BucketScanExec {
@@ -108,6 +115,7 @@ impl BucketScanExec {
             statistics,
             fetched: None,
             pushed_filter: None,
+            pushed_predicate: None,
         })
     }
 
@@ -163,6 +171,7 @@ impl BucketScanExec {
             self.summary.clone(),
         )?;
         scan.pushed_filter = self.pushed_filter.clone();
+        scan.pushed_predicate = self.pushed_predicate.clone();
         Ok(scan)
     }
 
@@ -228,6 +237,21 @@ impl BucketScanExec {
     }
 }
 
+/// `held` and the conjuncts of `added` it does not hold yet (the optimizer may push a filter
+/// twice), as one conjunction.
+fn with_new(
+    held: &Option<Arc<dyn PhysicalExpr>>,
+    added: Vec<Arc<dyn PhysicalExpr>>,
+) -> Option<Arc<dyn PhysicalExpr>> {
+    let mut all: Vec<_> = held.iter().flat_map(split_conjunction).cloned().collect();
+    for filter in added {
+        if !all.iter().any(|a| a == &filter) {
+            all.push(filter);
+        }
+    }
+    conjunction_opt(all)
+}
+
 impl DisplayAs for BucketScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let s = &self.summary;
@@ -287,8 +311,9 @@ impl ExecutionPlan for BucketScanExec {
         }
     }
 
-    /// Keeps the dynamic filters pushed to it (the joins' and TopK's), and tells the
-    /// operators above to apply every filter still (`pushdown`).
+    /// Keeps the filters pushed to it, dynamic (the joins' and TopK's) and static (a filter's
+    /// predicate, for `late`), and tells the operators above to apply every filter still
+    /// (`pushdown`).
     fn handle_child_pushdown_result(
         &self,
         _phase: FilterPushdownPhase,
@@ -301,14 +326,16 @@ impl ExecutionPlan for BucketScanExec {
             .map(|pushed| pushed.filter)
             .collect();
         let unapplied = vec![PushedDown::No; filters.len()];
-        let dynamic = filters.into_iter().filter(crate::pushdown::is_dynamic);
-        let Some(added) = conjunction_opt(dynamic) else {
+        if filters.is_empty() {
             return Ok(FilterPushdownPropagation::with_parent_pushdown_result(
                 unapplied,
             ));
-        };
+        }
+        let (dynamic, fixed): (Vec<_>, Vec<_>) =
+            filters.into_iter().partition(crate::pushdown::is_dynamic);
         let mut scan = self.clone();
-        scan.pushed_filter = conjunction_opt(self.pushed_filter.clone().into_iter().chain([added]));
+        scan.pushed_filter = with_new(&self.pushed_filter, dynamic);
+        scan.pushed_predicate = with_new(&self.pushed_predicate, fixed);
         Ok(
             FilterPushdownPropagation::with_parent_pushdown_result(unapplied)
                 .with_updated_node(Arc::new(scan)),
@@ -345,9 +372,12 @@ impl ExecutionPlan for BucketScanExec {
         let runtime = QuiverRuntime::of(context.session_config())?;
         let scan = Arc::new(self.clone());
         let sieve = self.sieve(partition, &context);
+        let late = Arc::new(late::Late::default());
         Ok(match &self.fetched {
-            Some(inputs) => stream::decoding(scan, inputs, buckets.len(), sieve, &runtime, context),
-            None => stream::fetching(scan, partition, buckets, sieve, runtime, context),
+            Some(inputs) => {
+                stream::decoding(scan, inputs, buckets.len(), sieve, late, &runtime, context)
+            }
+            None => stream::fetching(scan, partition, buckets, sieve, late, runtime, context),
         })
     }
 }

@@ -25,6 +25,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit};
 
 use super::decode::{corrupt_data, naming_the_file};
 use super::input::BucketInput;
+use super::late::Late;
 use super::sieve::Sieve;
 use super::BucketScanExec;
 use crate::bucket::Bucket;
@@ -43,6 +44,7 @@ pub(super) fn fetching(
     partition: usize,
     buckets: Vec<Bucket>,
     sieve: Option<Arc<Sieve>>,
+    late: Arc<Late>,
     runtime: Arc<QuiverRuntime>,
     context: Arc<TaskContext>,
 ) -> SendableRecordBatchStream {
@@ -65,7 +67,7 @@ pub(super) fn fetching(
     let decode = move |input: PartitionedFile| {
         counters.record(std::slice::from_ref(&input));
         Ok(sifted(
-            scan.decode(input, Arc::clone(&context))?,
+            scan.decode(input, Arc::clone(&context), &late)?,
             sieve.clone(),
         ))
     };
@@ -89,13 +91,14 @@ pub(super) fn decoding(
     inputs: &Arc<Vec<PartitionedFile>>,
     buckets: usize,
     sieve: Option<Arc<Sieve>>,
+    late: Arc<Late>,
     runtime: &QuiverRuntime,
     context: Arc<TaskContext>,
 ) -> SendableRecordBatchStream {
     let schema = scan.schema();
     let decoded = futures::stream::iter(inputs.as_ref().clone())
         .map(move |input| {
-            let decoded = scan.decode(input, Arc::clone(&context))?;
+            let decoded = scan.decode(input, Arc::clone(&context), &late)?;
             Ok::<_, datafusion::error::DataFusionError>(sifted(decoded, sieve.clone()))
         })
         .try_flatten();
