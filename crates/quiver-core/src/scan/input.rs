@@ -82,17 +82,14 @@ impl BucketScanExec {
         let lane = self.lane(bucket);
         let reader = &opened.reader;
         let (fetched, on_demand) = match counters.filter(|_| reader.source.reads_on_demand()) {
-            Some(counters) => {
-                let planned = coalesce(&ranges, &FetchOptions::contiguous());
-                // Buckets are made ready a few ahead of decoding: their reads start now.
-                reader.source.will_read(&reader.object, &planned).await;
-                let on_demand = OnDemand {
-                    planned,
+            Some(counters) => (
+                reader.cached(&ranges),
+                Some(OnDemand {
+                    planned: coalesce(&ranges, &FetchOptions::contiguous()),
                     counters: counters.clone(),
                     lane,
-                };
-                (reader.cached(&ranges), Some(on_demand))
-            }
+                }),
+            ),
             None => {
                 let options = runtime.query().settings.fetch;
                 (reader.fetch(&ranges, &options, &lane).await?, None)

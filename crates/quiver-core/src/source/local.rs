@@ -147,40 +147,6 @@ impl ObjectSource for LocalSource {
         true
     }
 
-    /// Asks the kernel to read `ranges` into the page cache now (`POSIX_FADV_WILLNEED`): a
-    /// scan hints its next buckets' column chunks while it decodes this one, so that a cold
-    /// file's reads overlap the decoding instead of waiting one chunk at a time (ClickBench's
-    /// 100 files, cold).
-    async fn will_read(&self, object: &ObjectMeta, ranges: &[Range<u64>]) {
-        #[cfg(target_os = "linux")]
-        {
-            let path = object.path.clone();
-            let ranges = ranges.to_vec();
-            let _ = off_async(&path.clone(), move || {
-                use std::os::fd::AsRawFd;
-                if let Ok(file) = std::fs::File::open(local_path(&path)) {
-                    for range in ranges {
-                        let (start, length) =
-                            (range.start as i64, (range.end - range.start) as i64);
-                        // SAFETY: a hint on a file descriptor this function holds open.
-                        unsafe {
-                            libc::posix_fadvise(
-                                file.as_raw_fd(),
-                                start,
-                                length,
-                                libc::POSIX_FADV_WILLNEED,
-                            )
-                        };
-                    }
-                }
-                Ok(())
-            })
-            .await;
-        }
-        #[cfg(not(target_os = "linux"))]
-        let _ = (object, ranges);
-    }
-
     async fn put_file(&self, path: &str, staged: &Path) -> Result<()> {
         let (path, staged) = (path.to_string(), staged.to_path_buf());
         off_async(&path.clone(), move || {

@@ -136,10 +136,6 @@ pub trait ObjectSource: Debug + Send + Sync {
         false
     }
 
-    /// Tells the source that `ranges` of `object` are about to be read, so that it can start
-    /// reading them now (the local disk's read-ahead); a hint whose failure is no error.
-    async fn will_read(&self, _object: &ObjectMeta, _ranges: &[Range<u64>]) {}
-
     /// How long this source's reads have been taking, for sources whose reads can stall
     /// (remote ones); `hedge` hedges their late reads.
     fn latencies(&self) -> Option<&Latencies> {
