@@ -415,3 +415,78 @@ def test_timestamp_literals_read_as_duckdb_reads_them(quiver):
     expected = duckdb.sql("SELECT TIMESTAMP '1992-04-20 15:26:00-07', "
                           "CAST('2006-01-01 12:00' AS TIMESTAMP)").fetchall()[0]
     assert rows == [[expected[0].isoformat(), expected[1].isoformat(), "true"]]
+
+
+# CSV and JSON as tables
+
+
+def write_text_tables(folder, rows=150_000):
+    """The same rows as CSV (about 8 MB: several of the reader's chunks, with quoted commas,
+    quotes and newlines in names), newline-delimited JSON and a JSON array."""
+    import csv
+    records = [{"id": i, "name": (f'n{i % 97}, "q"\nline' if i % 1000 == 7 else f"n{i % 97}"),
+                "price": i * 0.25, "day": str(datetime.date(2024, 1, 1)
+                                              + datetime.timedelta(days=i % 300)),
+                "seen": f"2024-02-0{1 + i % 9} 10:{i % 60:02d}:00", "ok": i % 3 == 0,
+                "empty": None} for i in range(rows)]
+    with open(folder / "data.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(records[0]))
+        writer.writeheader()
+        writer.writerows(records)
+    with open(folder / "data.ndjson", "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+    with open(folder / "data.json", "w") as f:
+        json.dump(records, f, indent=1)
+
+
+def test_csv_and_json_files_read_as_duckdb_reads_them(quiver, tmp_path):
+    """By extension and through read_csv / read_json: the columns DuckDB's sniffer finds,
+    the same answers, across the reader's chunk boundaries, with DuckDB's options."""
+    write_text_tables(tmp_path)
+    summary = ("SELECT count(*), sum(id), count(name), max(name), sum(price), min(day), "
+               "max(seen), sum(ok::INT), count(empty) FROM {}")
+    for table in ["'data.csv'", "'data.ndjson'", "'data.json'", "read_csv('data.csv', header = true)",
+                  "read_json('data.json', format = 'array')", "read_ndjson_auto('data.ndjson')"]:
+        describe = f"DESCRIBE SELECT * FROM {table}"
+        ours = [row[:2] for row in quiver.csv(describe, cwd=tmp_path)[1]]
+        # (A JSON key that is null in every sampled row is VARCHAR here, DuckDB's "NULL".)
+        theirs = [[name, "VARCHAR" if kind == '"NULL"' else kind]
+                  for name, kind, *_ in duck(describe, tmp_path)[1]]
+        assert ours == theirs, table
+        ours = quiver.csv(summary.format(table), cwd=tmp_path)[1]
+        theirs = duck(summary.format(table), tmp_path)[1]
+        assert [v.replace("T", " ") for v in ours[0]] == theirs[0], table
+    # DuckDB's options: no header, another delimiter, everything as text, the file's name.
+    (tmp_path / "pipes.txt").write_text("1|a|x\n2|b|\n")
+    sql = ("SELECT column0 || '!' AS c, column2, filename FROM read_csv('pipes.txt', delim = '|', "
+           "header = false, all_varchar = true, filename = true) ORDER BY 1")
+    assert quiver.csv(sql, cwd=tmp_path) == duck(sql, tmp_path)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    for i in range(3):
+        (parts / f"p{i}.csv").write_text(f"k,v\n{i},{i * 10}\n{i},1\n")
+    sql = "FROM 'parts/*.csv' SELECT k, sum(v) AS s GROUP BY ALL ORDER BY ALL"
+    assert quiver.csv(sql, cwd=tmp_path) == duck(sql, tmp_path)
+
+
+def test_text_files_that_do_not_read_give_errors_naming_them(quiver, tmp_path):
+    with open(tmp_path / "late.csv", "w") as f:
+        f.write("a,b\n" + "".join(f"{i},{i}\n" for i in range(30_000)) + "oops,1\n")
+    (tmp_path / "ragged.csv").write_text("a,b\n1,2\n3\n")
+    (tmp_path / "not.json").write_text("{oops")
+    (tmp_path / "empty.csv").write_text("")
+    for sql, expected in [
+        ("SELECT sum(a) FROM 'late.csv'", "late.csv: Error while parsing value 'oops'"),
+        ("SELECT * FROM 'ragged.csv'", "ragged.csv: "),
+        ("SELECT * FROM 'not.json'", "not.json: not JSON"),
+        ("SELECT * FROM 'empty.csv'", "empty.csv: the file is empty"),
+        ("SELECT * FROM 'missing.csv'", "missing.csv: no such file"),
+        ("SELECT * FROM read_csv('late.csv', skip_rows = 1)", "option 'skip_rows' is not supported"),
+    ]:
+        proc = quiver.run("query", sql, cwd=tmp_path)
+        assert proc.returncode != 0 and expected in proc.stderr, (sql, proc.stderr)
+    # The hint says how to read such a file anyway, and that way reads it.
+    assert "all_varchar = true" in quiver.run("query", "SELECT sum(a) FROM 'late.csv'",
+                                              cwd=tmp_path).stderr
+    sql = "SELECT count(*), max(a) FROM read_csv('late.csv', all_varchar = true)"
+    assert quiver.csv(sql, cwd=tmp_path)[1] == [["30001", "oops"]]

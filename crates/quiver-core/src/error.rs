@@ -33,6 +33,10 @@ pub enum QuiverError {
     #[error("{path}: {reason}")]
     Io { path: String, reason: String },
 
+    /// A CSV or JSON file that does not read as its sample said it would.
+    #[error("{path}: {reason}")]
+    Text { path: String, reason: String },
+
     #[error("{bucket}: no such bucket")]
     NoSuchBucket { bucket: String },
 
@@ -56,6 +60,13 @@ pub enum QuiverError {
 impl QuiverError {
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::Invalid(message.into())
+    }
+
+    pub fn text(path: &str, reason: impl Into<String>) -> Self {
+        Self::Text {
+            path: path.to_string(),
+            reason: reason.into(),
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 //! execution (plans run by the session's executor; EXPLAIN COST) · statements (dispatch,
 //! and the statements answered here: COPY, CALL, SUMMARIZE), and the SQL rewrites and
 //! optimizer rules they use (duckdb: DuckDB's SQL where DataFusion's differs; relations,
-//! virtual_columns, file_subqueries, listing_only, index_answers, index_calls, summarize);
+//! path_table, virtual_columns, file_subqueries, listing_only, index_answers, index_calls, summarize);
 //! lazy_views (views planned when first named).
 
 mod duckdb;
@@ -16,6 +16,7 @@ mod index_calls;
 mod lazy_views;
 mod listing_only;
 mod output;
+mod path_table;
 mod planning;
 mod relations;
 mod statements;

@@ -25,6 +25,7 @@ use super::{file_subqueries, virtual_columns, QuiverSession};
 use crate::metadata::MetadataTable;
 use crate::source::ListingOptions;
 use crate::table::{QuiverTable, TableOptions};
+use crate::text::TextTable;
 
 impl QuiverSession {
     /// The physical plan of a planned statement: the one way from logical to physical.
@@ -146,10 +147,14 @@ impl QuiverSession {
             };
             let patterns = path_table.patterns.clone();
             let table = QuiverTable::list(&self.runtime, patterns, &options, named).await?;
-            let provider: Arc<dyn TableProvider> = match path_table.metadata {
+            let provider: Arc<dyn TableProvider> = match (path_table.metadata, &path_table.text) {
                 // Metadata tables are whole once listed: their footers are read by the scan.
-                Some(kind) => Arc::new(MetadataTable::new(kind, table.files())),
-                None => Arc::new(table.clone()),
+                (Some(kind), _) => Arc::new(MetadataTable::new(kind, table.files())),
+                // Text tables too, once their columns are sniffed from a sample.
+                (None, Some(text)) => {
+                    Arc::new(TextTable::open(&self.runtime, table.files(), text.clone()).await?)
+                }
+                (None, None) => Arc::new(table.clone()),
             };
             self.tables.insert(path_table.key.clone(), provider);
             listed.push(table);
@@ -167,7 +172,7 @@ impl QuiverSession {
         let state = self.context.state_ref().read().config_options().clone();
         let settings = &self.runtime.query().settings;
         for (path_table, table) in found.iter().zip(listed) {
-            if path_table.metadata.is_some() {
+            if path_table.metadata.is_some() || path_table.text.is_some() {
                 continue;
             }
             let options = TableOptions {

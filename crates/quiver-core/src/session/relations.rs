@@ -1,6 +1,6 @@
-//! Tables named by paths: `FROM 'data/**/*.parquet'`, `FROM read_parquet('glob',
-//! hive_partitioning => true, schema => 'col TYPE, …')`, and the metadata tables
-//! `parquet_metadata('glob')` and friends. Making a table lists files and
+//! Tables named by paths (`FROM 'data/**/*.parquet'`, `FROM read_csv('f.csv')`, the
+//! metadata tables `parquet_metadata('glob')` and friends; see `path_table`): found in a
+//! statement, named, and planned. Making a table lists files and
 //! reads a footer (async), but DataFusion's SQL planner is synchronous, so each statement
 //! is walked first to build its tables, and the planner then finds them by their text.
 
@@ -16,32 +16,18 @@ use datafusion::logical_expr::planner::{
 };
 use datafusion::logical_expr::LogicalPlanBuilder;
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, DescribeAlias, Expr as SqlExpr, FunctionArg, FunctionArgExpr, Ident,
-    ObjectName, Query, SelectItem, SetExpr, Statement as SqlStatement, TableFactor, Value, Visit,
-    Visitor,
+    DescribeAlias, Ident, ObjectName, Query, SelectItem, SetExpr, Statement as SqlStatement,
+    TableFactor, Visit, Visitor,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
+pub use super::path_table::PathTable;
+use super::path_table::{function_table, quoted_path};
 use super::virtual_columns::Relation;
-use crate::metadata::MetadataKind;
 use crate::source::is_signed_url;
 use crate::table::as_quiver_table;
-
-/// A table the SQL names by path, with its options, as parsed from the statement.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PathTable {
-    /// The text the planner will look the table up by.
-    pub key: String,
-    /// The files' rows (`None`), or one of the tables of their footers.
-    pub metadata: Option<MetadataKind>,
-    pub patterns: Vec<String>,
-    pub hive_partitioning: Option<bool>,
-    /// `col TYPE, …` as written.
-    pub schema: Option<String>,
-    /// Columns of every file matched by name, rather than the first file's.
-    pub union_by_name: bool,
-}
+use crate::text::TextFiles;
 
 /// Tables built for the statements of one session, by key.
 #[derive(Debug, Default)]
@@ -130,130 +116,9 @@ pub(super) fn path_table(factor: &TableFactor) -> Option<Result<PathTable>> {
     let TableFactor::Table { name, args, .. } = factor else {
         return None;
     };
-    let function = name.to_string();
     match args {
-        Some(args) if function.eq_ignore_ascii_case("read_parquet") => {
-            Some(read_parquet_args(name, &args.args))
-        }
-        Some(args) => MetadataKind::from_function(&function).map(|kind| {
-            let mut table = read_parquet_args(name, &args.args)?;
-            if table.hive_partitioning.is_some() || table.schema.is_some() || table.union_by_name {
-                return plan_err!("{function} takes a path or list of paths only");
-            }
-            table.metadata = Some(kind);
-            Ok(table)
-        }),
-        None => quoted_path(name).map(|path| {
-            Ok(PathTable {
-                key: path.clone(),
-                metadata: None,
-                patterns: vec![path],
-                hive_partitioning: None,
-                schema: None,
-                union_by_name: false,
-            })
-        }),
-    }
-}
-
-/// `'a/b.parquet'` (single quotes), or a double-quoted name that looks like a path.
-fn quoted_path(name: &ObjectName) -> Option<String> {
-    let [part] = name.0.as_slice() else {
-        return None;
-    };
-    let ident = part.as_ident()?;
-    let looks_like_path =
-        ident.value.contains('/') || ident.value.ends_with(".parquet") || ident.value.contains('*');
-    match ident.quote_style {
-        Some('\'') => Some(ident.value.clone()),
-        Some('"') | Some('`') if looks_like_path => Some(ident.value.clone()),
-        _ => None,
-    }
-}
-
-fn read_parquet_args(name: &ObjectName, args: &[FunctionArg]) -> Result<PathTable> {
-    let key = format!(
-        "{name}({})",
-        args.iter()
-            .map(|a| a.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let mut table = PathTable {
-        key,
-        metadata: None,
-        patterns: vec![],
-        hive_partitioning: None,
-        schema: None,
-        union_by_name: false,
-    };
-    for arg in args {
-        let (option, value) = match arg {
-            FunctionArg::Named {
-                name,
-                arg: FunctionArgExpr::Expr(value),
-                ..
-            } => (Some(name.value.to_lowercase()), value),
-            FunctionArg::Unnamed(FunctionArgExpr::Expr(SqlExpr::BinaryOp {
-                left,
-                op: BinaryOperator::Eq,
-                right,
-            })) => match left.as_ref() {
-                SqlExpr::Identifier(ident) => (Some(ident.value.to_lowercase()), right.as_ref()),
-                _ => return plan_err!("{name}: unexpected argument {arg}"),
-            },
-            FunctionArg::Unnamed(FunctionArgExpr::Expr(value)) => (None, value),
-            other => return plan_err!("{name}: unexpected argument {other}"),
-        };
-        match option.as_deref() {
-            None if table.patterns.is_empty() => table.patterns = string_list(value)?,
-            None => return plan_err!("{name} takes one path or list of paths, then named options"),
-            Some("hive_partitioning") => table.hive_partitioning = Some(boolean(value)?),
-            Some("schema") => table.schema = Some(string(value)?),
-            Some("union_by_name") => table.union_by_name = boolean(value)?,
-            Some(other) => {
-                return plan_err!(
-                    "{name}: unknown option '{other}' (known: hive_partitioning, schema, union_by_name)"
-                )
-            }
-        }
-    }
-    if table.patterns.is_empty() {
-        return plan_err!("{name} needs a path, e.g. {name}('data/*.parquet')");
-    }
-    Ok(table)
-}
-
-fn string(value: &SqlExpr) -> Result<String> {
-    match value {
-        SqlExpr::Value(v) => match &v.value {
-            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => Ok(s.clone()),
-            other => plan_err!("expected a string, found {other}"),
-        },
-        other => plan_err!("expected a string, found {other}"),
-    }
-}
-
-fn string_list(value: &SqlExpr) -> Result<Vec<String>> {
-    match value {
-        SqlExpr::Array(array) => array.elem.iter().map(string).collect(),
-        other => Ok(vec![string(other)?]),
-    }
-}
-
-fn boolean(value: &SqlExpr) -> Result<bool> {
-    match value {
-        SqlExpr::Value(v) => match &v.value {
-            Value::Boolean(b) => Ok(*b),
-            Value::Number(n, _) if n == "1" || n == "0" => Ok(n == "1"),
-            Value::SingleQuotedString(s)
-                if s.eq_ignore_ascii_case("true") || s.eq_ignore_ascii_case("false") =>
-            {
-                Ok(s.eq_ignore_ascii_case("true"))
-            }
-            other => plan_err!("expected true or false, found {other}"),
-        },
-        other => plan_err!("expected true or false, found {other}"),
+        Some(args) => function_table(name, &args.args),
+        None => quoted_path(name).map(|path| Ok(PathTable::quoted(path))),
     }
 }
 
@@ -281,7 +146,7 @@ pub fn describe_path_as_query(statement: &mut SqlStatement) {
 }
 
 /// The name a path table goes by in plans, as DuckDB names it: the last path segment
-/// without wildcards, less `.parquet` (`'data/lineitem/*.parquet'` is `lineitem`).
+/// without wildcards, less its extension (`'data/lineitem/*.parquet'` is `lineitem`).
 fn table_name(patterns: &[String]) -> String {
     let first = patterns.first().map(String::as_str).unwrap_or_default();
     // A signed URL's query string is not part of its name.
@@ -293,7 +158,14 @@ fn table_name(patterns: &[String]) -> String {
         .trim_end_matches('/')
         .rsplit('/')
         .find(|segment| !segment.is_empty() && !segment.contains(['*', '?', '{', '[']))
-        .map(|segment| segment.trim_end_matches(".parquet").to_string())
+        .map(|segment| match segment.rsplit_once('.') {
+            Some((stem, _))
+                if segment.ends_with(".parquet") || TextFiles::by_extension(segment).is_some() =>
+            {
+                stem.to_string()
+            }
+            _ => segment.to_string(),
+        })
         .unwrap_or_else(|| "parquet".to_string())
 }
 
@@ -413,6 +285,7 @@ mod tests {
         assert_eq!(table_name(&["data/lineitem.parquet".into()]), "lineitem");
         assert_eq!(table_name(&["data/orders/**/*.parquet".into()]), "orders");
         assert_eq!(table_name(&["*.parquet".into()]), "parquet");
+        assert_eq!(table_name(&["s3://b/people.csv".into()]), "people");
     }
 
     #[test]
