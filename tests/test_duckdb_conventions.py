@@ -376,7 +376,9 @@ def test_arg_max_and_operators_duckdb_reads_otherwise(quiver, typed):
 
 
 def test_semi_and_anti_joins_and_order_by_all(quiver, typed):
-    for sql in ["SELECT file FROM glob('many/*.parquet') ORDER BY file","SELECT id, name FROM 't.parquet' t SEMI JOIN (SELECT 2 AS id) u "
+    for sql in ["SELECT file FROM glob('many/*.parquet') ORDER BY file",
+                "SELECT count(*) AS n FROM glob('many/*.nothing')",
+                "SELECT id, name FROM 't.parquet' t SEMI JOIN (SELECT 2 AS id) u "
                 "ON t.id = u.id",
                 "SELECT id FROM 't.parquet' t ANTI JOIN (SELECT 2 AS id) u USING (id) "
                 "ORDER BY ALL DESC",

@@ -405,6 +405,15 @@ test('an HTTP glob is expanded from the server\'s index pages', async (t) => {
   });
 });
 
+test('CSV and a JSON array over HTTP are tables, as DuckDB reads them', async (t) => {
+  await withConsole(t, [mainPage], async () => {
+    for (const name of ['http/csv', 'http/json']) {
+      assertMatches(name, await mainPage.query(fixtures.queries[name]));
+    }
+    mainPage.assertNoPageErrors();
+  });
+});
+
 // d. presigned URL
 
 test('a presigned URL is read as a table', async (t) => {

@@ -36,6 +36,7 @@ and waits. Progress goes to stderr. Query names:
     cancel/long   a cross join count that runs for hours, in the merge (to be cancelled)
     after/nation  a quick count, for after the cancel
     error/missing a file that does not exist;  error/syntax  SQL that does not parse
+    http/csv, http/json   nation as CSV and as a JSON array (written by DuckDB), over HTTP
 """
 import datetime
 import decimal
@@ -146,6 +147,26 @@ def browser_prelude(root_url, layout):
 
 def sql_string(text):
     return "'" + text.replace("'", "''") + "'"
+
+
+def write_text_tables(folder, root):
+    """nation as CSV and as a JSON array under FOLDER/text/, written by DuckDB."""
+    os.makedirs(os.path.join(folder, "text"))
+    nation = sql_string(os.path.join(root, "single", "nation.parquet"))
+    for name, options in [("nation.csv", ""), ("nation.json", " (FORMAT json, ARRAY true)")]:
+        target = sql_string(os.path.join(folder, "text", name))
+        duckdb.connect().execute(f"COPY (FROM {nation}) TO {target}{options}")
+
+
+def text_queries(http_base, folder):
+    """The text tables' queries: the page reads them by URL, DuckDB from disk."""
+    queries = {}
+    for name, file in [("http/csv", "nation.csv"), ("http/json", "nation.json")]:
+        sql = ("SELECT n_regionkey, count(*) AS n, min(n_name) AS first, sum(n_nationkey) AS s "
+               "FROM {} GROUP BY n_regionkey ORDER BY n_regionkey")
+        queries[name] = (sql.format(sql_string(f"{http_base}/text/{file}")),
+                         ("single", sql.format(sql_string(os.path.join(folder, "text", file)))))
+    return queries
 
 
 def queries_for(http_base, presigned_url):
@@ -274,7 +295,8 @@ def main():
         cleanups.append(http.stop)
         say(f"HTTP server on {http.url} over {folder}")
 
-        queries = queries_for(http.url, presigned)
+        write_text_tables(folder, root)
+        queries = queries_for(http.url, presigned) | text_queries(http.url, folder)
         say(f"computing DuckDB's results for {len(queries)} queries")
         expected_file = os.path.join(work, "expected.json")
         with open(expected_file, "w") as f:

@@ -79,6 +79,7 @@ async fn listed(runtime: &QuiverRuntime, glob: &str) -> Result<Vec<ObjectMeta>> 
     let options = crate::source::ListingOptions {
         hive_partitioning: Some(false),
         s3: runtime.query().settings.s3.clone(),
+        nothing_is_empty: false,
     };
     let listing =
         crate::source::list_files(&runtime.sources, &[glob.to_string()], &options).await?;

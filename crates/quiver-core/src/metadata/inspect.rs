@@ -44,6 +44,7 @@ pub async fn describe_files(runtime: &QuiverRuntime, pattern: &str) -> Result<Ve
     let options = ListingOptions {
         hive_partitioning: Some(false),
         s3: runtime.query().settings.s3.clone(),
+        nothing_is_empty: false,
     };
     let listing = list_files(&runtime.sources, &[pattern.to_string()], &options).await?;
     let mut described = Vec::new();

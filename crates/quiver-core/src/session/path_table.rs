@@ -161,14 +161,14 @@ fn text(name: &ObjectName, args: &[FunctionArg], mut kind: TextKind) -> Result<P
     for (option, value) in options {
         match (&mut kind, option.as_str()) {
             (_, "filename") => filename = boolean(value)?,
-            (_, "compression") => {
-                match string(value)?.to_ascii_lowercase().as_str() {
-                    "auto" | "none" => {}
-                    other => return plan_err!(
+            (_, "compression") => match string(value)?.to_ascii_lowercase().as_str() {
+                "auto" | "none" => {}
+                other => {
+                    return plan_err!(
                         "{name}: compression '{other}' is not read yet (only uncompressed files)"
-                    ),
+                    )
                 }
-            }
+            },
             (_, option) if LEFT_TO_THE_SNIFFER.contains(&option) => {}
             (TextKind::Csv(csv), "header") => csv.header = Some(boolean(value)?),
             (TextKind::Csv(csv), "delim" | "sep" | "delimiter") => {
@@ -179,15 +179,16 @@ fn text(name: &ObjectName, args: &[FunctionArg], mut kind: TextKind) -> Result<P
             (TextKind::Csv(csv), "nullstr" | "null") => csv.null_string = Some(string(value)?),
             (TextKind::Csv(csv), "all_varchar") => csv.all_varchar = boolean(value)?,
             (TextKind::Json(layout), "format") => {
-                *layout =
-                    match string(value)?.to_ascii_lowercase().as_str() {
-                        "auto" | "unstructured" => JsonLayout::Auto,
-                        "array" => JsonLayout::Array,
-                        "newline_delimited" | "nd" => JsonLayout::Lines,
-                        other => return plan_err!(
+                *layout = match string(value)?.to_ascii_lowercase().as_str() {
+                    "auto" | "unstructured" => JsonLayout::Auto,
+                    "array" => JsonLayout::Array,
+                    "newline_delimited" | "nd" => JsonLayout::Lines,
+                    other => {
+                        return plan_err!(
                             "{name}: format '{other}' is not one of auto, array, newline_delimited"
-                        ),
+                        )
                     }
+                }
             }
             (TextKind::Json(_), "records")
                 if string(value).is_ok_and(|v| v == "auto" || v == "true") => {}

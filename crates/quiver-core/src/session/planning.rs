@@ -22,7 +22,7 @@ use super::duckdb::{clauses, from_first, function_names, literals, precedence};
 use super::listing_only::answers_from_listing;
 use super::relations::{self, path_tables, uses_wildcard, PathTable};
 use super::{file_subqueries, virtual_columns, QuiverSession};
-use crate::metadata::MetadataTable;
+use crate::metadata::{MetadataKind, MetadataTable};
 use crate::source::ListingOptions;
 use crate::table::{QuiverTable, TableOptions};
 use crate::text::TextTable;
@@ -144,6 +144,7 @@ impl QuiverSession {
             let options = ListingOptions {
                 hive_partitioning: path_table.hive_partitioning,
                 s3: s3.clone(),
+                nothing_is_empty: path_table.metadata == Some(MetadataKind::Files),
             };
             let patterns = path_table.patterns.clone();
             let table = QuiverTable::list(&self.runtime, patterns, &options, named).await?;

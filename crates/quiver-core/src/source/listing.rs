@@ -24,6 +24,9 @@ pub struct ListingOptions {
     /// `None`: detect (every file under `key=value` folders with the same keys).
     pub hive_partitioning: Option<bool>,
     pub s3: S3Options,
+    /// A pattern that names nothing lists no file, rather than being an error (DuckDB's
+    /// `glob()`).
+    pub nothing_is_empty: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -67,7 +70,12 @@ pub async fn list_files(
     patterns: &[String],
     options: &ListingOptions,
 ) -> Result<Listing> {
-    let listed = try_join_all(patterns.iter().map(|p| expand(sources, p, &options.s3))).await?;
+    let listed = try_join_all(
+        patterns
+            .iter()
+            .map(|p| expand_or_empty(sources, p, options)),
+    )
+    .await?;
     let index = match listed.as_slice() {
         [(_, index)] => index.clone(),
         _ => None,
@@ -136,6 +144,22 @@ pub async fn list_files(
         hive_fields,
         index,
     })
+}
+
+/// `expand`, with nothing named an empty listing where the options say so.
+async fn expand_or_empty(
+    sources: &Sources,
+    pattern: &str,
+    options: &ListingOptions,
+) -> Result<(Vec<ObjectMeta>, Option<ObjectMeta>)> {
+    match expand(sources, pattern, &options.s3).await {
+        Err(QuiverError::NoMatch { .. } | QuiverError::NotFound { .. })
+            if options.nothing_is_empty =>
+        {
+            Ok((vec![], None))
+        }
+        other => other,
+    }
 }
 
 /// The files `pattern` names, and the index at its literal prefix if the listing saw one.
