@@ -439,16 +439,23 @@ def write_text_tables(folder, rows=150_000):
         f.writelines(json.dumps(r) + "\n" for r in records)
     with open(folder / "data.json", "w") as f:
         json.dump(records, f, indent=1)
+    import gzip
+    with open(folder / "data.csv", "rb") as f, gzip.open(folder / "data.csv.gz", "wb") as out:
+        out.write(f.read())
+    with pa.CompressedOutputStream(str(folder / "data.ndjson.zst"), "zstd") as out:
+        out.write((folder / "data.ndjson").read_bytes())
 
 
 def test_csv_and_json_files_read_as_duckdb_reads_them(quiver, tmp_path):
     """By extension and through read_csv / read_json: the columns DuckDB's sniffer finds,
-    the same answers, across the reader's chunk boundaries, with DuckDB's options."""
+    the same answers, across the reader's chunk boundaries, gzip and zstd files too, with
+    DuckDB's options."""
     write_text_tables(tmp_path)
     summary = ("SELECT count(*), sum(id), count(name), max(name), sum(price), min(day), "
                "max(seen), sum(ok::INT), count(empty) FROM {}")
     for table in ["'data.csv'", "'data.ndjson'", "'data.json'", "read_csv('data.csv', header = true)",
-                  "read_json('data.json', format = 'array')", "read_ndjson_auto('data.ndjson')"]:
+                  "read_json('data.json', format = 'array')", "read_ndjson_auto('data.ndjson')",
+                  "'data.csv.gz'", "read_json('data.ndjson.zst')"]:
         describe = f"DESCRIBE SELECT * FROM {table}"
         ours = [row[:2] for row in quiver.csv(describe, cwd=tmp_path)[1]]
         # (A JSON key that is null in every sampled row is VARCHAR here, DuckDB's "NULL".)
@@ -477,11 +484,13 @@ def test_text_files_that_do_not_read_give_errors_naming_them(quiver, tmp_path):
     (tmp_path / "ragged.csv").write_text("a,b\n1,2\n3\n")
     (tmp_path / "not.json").write_text("{oops")
     (tmp_path / "empty.csv").write_text("")
+    (tmp_path / "plain.csv.gz").write_text("a,b\n1,2\n")
     for sql, expected in [
         ("SELECT sum(a) FROM 'late.csv'", "late.csv: Error while parsing value 'oops'"),
         ("SELECT * FROM 'ragged.csv'", "ragged.csv: "),
         ("SELECT * FROM 'not.json'", "not.json: not JSON"),
         ("SELECT * FROM 'empty.csv'", "empty.csv: the file is empty"),
+        ("SELECT * FROM 'plain.csv.gz'", "plain.csv.gz: not valid gzip data"),
         ("SELECT * FROM 'missing.csv'", "missing.csv: no such file"),
         ("SELECT * FROM read_csv('late.csv', skip_rows = 1)", "option 'skip_rows' is not supported"),
     ]:

@@ -10,7 +10,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use crate::metadata::MetadataKind;
-use crate::text::{CsvOptions, JsonLayout, TextFiles, TextKind};
+use crate::text::{Compression, CsvOptions, JsonLayout, TextFiles, TextKind};
 
 /// A table the SQL names by path, with its options, as parsed from the statement.
 #[derive(Debug, Clone, PartialEq)]
@@ -158,14 +158,15 @@ const LEFT_TO_THE_SNIFFER: [&str; 3] = ["auto_detect", "sample_size", "maximum_o
 fn text(name: &ObjectName, args: &[FunctionArg], mut kind: TextKind) -> Result<PathTable> {
     let (mut table, options) = arguments(name, args)?;
     let mut filename = false;
+    let mut compression = None;
     for (option, value) in options {
         match (&mut kind, option.as_str()) {
             (_, "filename") => filename = boolean(value)?,
-            (_, "compression") => match string(value)?.to_ascii_lowercase().as_str() {
-                "auto" | "none" => {}
-                other => {
+            (_, "compression") => match Compression::named(&string(value)?) {
+                Some(named) => compression = named,
+                None => {
                     return plan_err!(
-                        "{name}: compression '{other}' is not read yet (only uncompressed files)"
+                        "{name}: compression {value} is not one of auto, none, gzip, zstd"
                     )
                 }
             },
@@ -196,15 +197,19 @@ fn text(name: &ObjectName, args: &[FunctionArg], mut kind: TextKind) -> Result<P
             (kind, other) => {
                 let known = match kind {
                     TextKind::Csv(_) => {
-                        "header, delim (sep), quote, escape, nullstr, all_varchar, filename"
+                        "header, delim (sep), quote, escape, nullstr, all_varchar, filename, compression"
                     }
-                    TextKind::Json(_) => "format, records, filename",
+                    TextKind::Json(_) => "format, records, filename, compression",
                 };
                 return plan_err!("{name}: option '{other}' is not supported (known: {known})");
             }
         }
     }
-    table.text = Some(TextFiles { kind, filename });
+    table.text = Some(TextFiles {
+        kind,
+        filename,
+        compression,
+    });
     Ok(table)
 }
 

@@ -15,6 +15,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::stream::{self, BoxStream, StreamExt};
 use regex::Regex;
 
+use super::inflate::{Compression, Inflate};
 use super::{JsonLayout, SAMPLE_BYTES};
 use crate::error::QuiverError;
 use crate::metrics::SpanKind;
@@ -105,6 +106,7 @@ pub fn partition_stream(
     schema: SchemaRef,
     readers: Vec<ObjectReader>,
     decoding: Decoding,
+    compression: Option<Compression>,
     projection: Projection,
     batch_size: usize,
 ) -> SendableRecordBatchStream {
@@ -114,10 +116,12 @@ pub fn partition_stream(
             let path = reader.object.path.clone();
             let schema = Arc::clone(&output);
             let projection = projection.clone();
-            let file = match FileDecode::new(reader, &decoding, &projection, batch_size) {
-                Ok(file) => file,
-                Err(error) => return stream::once(async { Err(error) }).boxed(),
-            };
+            let compression = compression.unwrap_or_else(|| Compression::of_path(&path));
+            let file =
+                match FileDecode::new(reader, &decoding, compression, &projection, batch_size) {
+                    Ok(file) => file,
+                    Err(error) => return stream::once(async { Err(error) }).boxed(),
+                };
             stream::try_unfold(file, |mut file| async move {
                 Ok(file.next_batch().await?.map(|batch| (batch, file)))
             })
@@ -180,14 +184,18 @@ struct FileDecode {
     /// Of the chunk at hand, what the decoder has not taken yet.
     pending: Bytes,
     decoder: Box<dyn PushDecoder>,
+    inflate: Inflate,
     unwrap: ArrayUnwrap,
+    /// All chunks are in; `ended`: the decoder was told so too.
     finished: bool,
+    ended: bool,
 }
 
 impl FileDecode {
     fn new(
         reader: ObjectReader,
         decoding: &Decoding,
+        compression: Compression,
         projection: &Projection,
         batch_size: usize,
     ) -> Result<Self> {
@@ -234,8 +242,10 @@ impl FileDecode {
             chunks: chunks(reader),
             pending: Bytes::new(),
             decoder,
+            inflate: Inflate::new(compression)?,
             unwrap: ArrayUnwrap::new(layout),
             finished: false,
+            ended: false,
         })
     }
 
@@ -259,18 +269,23 @@ impl FileDecode {
                 }
                 continue;
             }
-            if self.finished {
+            if self.ended {
                 return Ok(None);
             }
-            match self.chunks.next().await {
-                Some(chunk) => self.pending = self.unwrap.apply(chunk?),
+            if self.finished {
+                // An empty push ends the last record, which may lack its newline.
+                self.ended = true;
+                self.decoder.decode(&[])?;
+                return Ok(self.decoder.flush()?);
+            }
+            let text = match self.chunks.next().await {
+                Some(chunk) => self.inflate.apply(chunk?)?,
                 None => {
                     self.finished = true;
-                    // An empty push ends the last record, which may lack its newline.
-                    self.decoder.decode(&[])?;
-                    return Ok(self.decoder.flush()?);
+                    self.inflate.finish()?
                 }
-            }
+            };
+            self.pending = self.unwrap.apply(text);
         }
     }
 }

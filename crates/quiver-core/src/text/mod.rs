@@ -5,9 +5,11 @@
 //! the query uses. Files are dealt to partitions whole: a text file has no row groups to
 //! split it by.
 //!
-//! sniff (the columns from a sample) · decode (a file's chunks into batches).
+//! sniff (the columns from a sample) · decode (a file's chunks into batches) · inflate
+//! (gzip and zstd files).
 
 mod decode;
+mod inflate;
 mod sniff;
 
 use std::sync::Arc;
@@ -26,6 +28,8 @@ use crate::metrics::SpanKind;
 use crate::read::ObjectReader;
 use crate::runtime::QuiverRuntime;
 use crate::source::ObjectMeta;
+
+pub use inflate::Compression;
 
 /// The first bytes of the first file that the columns are sniffed from.
 const SAMPLE_BYTES: u64 = 1 << 20;
@@ -67,13 +71,18 @@ pub struct TextFiles {
     pub kind: TextKind,
     /// A last column `filename` with each row's file (DuckDB's `filename = true`).
     pub filename: bool,
+    /// `None`: each file's by its extension (`.gz`, `.zst`).
+    pub compression: Option<Compression>,
 }
 
 impl TextFiles {
-    /// What a path's extension says it holds (`.csv`, `.tsv`, `.json`, `.ndjson`, …);
-    /// `None` for anything else (Parquet, in Quiver's eyes).
+    /// What a path's extension says it holds (`.csv`, `.tsv`, `.json`, `.ndjson`, …,
+    /// compressed too: `.csv.gz`); `None` for anything else (Parquet, in Quiver's eyes).
     pub fn by_extension(path: &str) -> Option<Self> {
-        let extension = path.rsplit_once('.')?.1.to_ascii_lowercase();
+        let extension = Compression::strip(path)
+            .rsplit_once('.')?
+            .1
+            .to_ascii_lowercase();
         let kind = match extension.as_str() {
             "csv" | "txt" => TextKind::Csv(CsvOptions::default()),
             "tsv" | "tab" => TextKind::Csv(CsvOptions {
@@ -87,6 +96,7 @@ impl TextFiles {
         Some(Self {
             kind,
             filename: false,
+            compression: None,
         })
     }
 
@@ -100,6 +110,8 @@ impl TextFiles {
 #[derive(Debug)]
 pub struct TextTable {
     files: Vec<ObjectMeta>,
+    /// `None`: each file's by its extension.
+    compression: Option<Compression>,
     /// The files' columns as sniffed, then (for `filename`) the file's path.
     schema: SchemaRef,
     /// The columns the decoder makes: `schema` without `filename`, and, for JSON, the
@@ -127,6 +139,14 @@ impl TextTable {
                 .await?
         };
         let whole = end == first.size;
+        let compression =
+            (reading.compression).unwrap_or_else(|| Compression::of_path(&first.path));
+        let sample = inflate::sample(compression, sample, whole).map_err(|e| {
+            QuiverError::text(
+                &first.path,
+                e.to_string().trim_start_matches("Parser error: "),
+            )
+        })?;
         let decoding = sniff::decoding(&reading.kind, &sample, whole)
             .map_err(|reason| QuiverError::text(&first.path, reason))?;
         let mut fields = decoding.schema.fields().to_vec();
@@ -135,6 +155,7 @@ impl TextTable {
         }
         Ok(Self {
             files,
+            compression: reading.compression,
             schema: Arc::new(Schema::new(fields)),
             decoding,
         })
@@ -180,6 +201,7 @@ impl TableProvider for TextTable {
                     schema: Arc::clone(&schema),
                     readers,
                     decoding: self.decoding.clone(),
+                    compression: self.compression,
                     projection: plan.clone(),
                     batch_size: state.config().batch_size(),
                 }) as Arc<dyn PartitionStream>
@@ -202,6 +224,7 @@ struct TextPartition {
     schema: SchemaRef,
     readers: Vec<ObjectReader>,
     decoding: decode::Decoding,
+    compression: Option<Compression>,
     projection: decode::Projection,
     batch_size: usize,
 }
@@ -216,6 +239,7 @@ impl PartitionStream for TextPartition {
             Arc::clone(&self.schema),
             self.readers.clone(),
             self.decoding.clone(),
+            self.compression,
             self.projection.clone(),
             self.batch_size,
         )
