@@ -54,7 +54,7 @@ pub struct Inflate(Inflater);
 
 enum Inflater {
     None,
-    Gzip(flate2::write::MultiGzDecoder<Vec<u8>>),
+    Gzip(Box<flate2::write::MultiGzDecoder<Vec<u8>>>),
     Zstd(Box<zstd::stream::write::Decoder<'static, Vec<u8>>>),
 }
 
@@ -62,7 +62,9 @@ impl Inflate {
     pub fn new(compression: Compression) -> Result<Self, ArrowError> {
         Ok(Self(match compression {
             Compression::None => Inflater::None,
-            Compression::Gzip => Inflater::Gzip(flate2::write::MultiGzDecoder::new(vec![])),
+            Compression::Gzip => {
+                Inflater::Gzip(Box::new(flate2::write::MultiGzDecoder::new(vec![])))
+            }
             Compression::Zstd => Inflater::Zstd(Box::new(
                 zstd::stream::write::Decoder::new(vec![]).map_err(|e| failed("zstd", e))?,
             )),
