@@ -40,7 +40,8 @@ impl QuiverSession {
         }
         let sql = dialect::rewrite_duckdb_tokens(sql);
         let sql = dialect::rewrite_summarize(&dialect::rewrite_duckdb_copy(&sql));
-        let mut statements = DFParser::parse_sql_with_dialect(&sql, &GenericDialect {})?;
+        let mut statements =
+            DFParser::parse_sql_with_dialect(&sql, dialect::parser_dialect(&sql).as_ref())?;
         let last = statements
             .pop_back()
             .ok_or_else(|| DataFusionError::Plan("no SQL statement given".into()))?;

@@ -4,9 +4,43 @@
 //! `CALL quiver_summarize('x')` (see `summarize`). `EXPLAIN COST <query>` is Quiver's own
 //! and is answered before parsing (see `cost`). Other SQL passes through unchanged.
 
-use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::dialect::{Dialect, DuckDbDialect, GenericDialect};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Word};
+
+/// DuckDB's functions that take a lambda, under any of their names.
+const LAMBDA_FUNCTIONS: [&str; 10] = [
+    "list_transform",
+    "array_transform",
+    "apply",
+    "list_apply",
+    "array_apply",
+    "list_filter",
+    "array_filter",
+    "filter",
+    "list_any_match",
+    "array_any_match",
+];
+
+/// The dialect to parse `sql` in: DuckDB's where it writes a lambda (`lambda x : x + 1`,
+/// or `x -> x + 1` beside a function that takes one), which only DuckDB's parser reads;
+/// the generic one otherwise, where `->` is JSON's arrow (in DuckDB's, `j -> 'k'` would be
+/// a lambda).
+pub fn parser_dialect(sql: &str) -> Box<dyn Dialect> {
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
+        return Box::new(GenericDialect {});
+    };
+    let is_word = |t: &Token, k: Keyword| matches!(t, Token::Word(w) if w.keyword == k);
+    let lambda_keyword = tokens.iter().any(|t| is_word(t, Keyword::LAMBDA));
+    let arrow_lambda = tokens.contains(&Token::Arrow)
+        && tokens.iter().any(|t| {
+            matches!(t, Token::Word(w) if LAMBDA_FUNCTIONS.iter().any(|f| w.value.eq_ignore_ascii_case(f)))
+        });
+    match lambda_keyword || arrow_lambda {
+        true => Box::new(DuckDbDialect {}),
+        false => Box::new(GenericDialect {}),
+    }
+}
 
 /// The query after `EXPLAIN COST`, if `sql` starts so.
 pub fn explain_cost(sql: &str) -> Option<&str> {
@@ -252,6 +286,43 @@ fn plain(token: &Token) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::sql::sqlparser::ast::{
+        Expr, FunctionArg, FunctionArgExpr, FunctionArguments, SelectItem, SetExpr, Statement,
+    };
+    use datafusion::sql::sqlparser::parser::Parser;
+
+    /// The first select item of `sql`, parsed in the dialect `parser_dialect` picks.
+    fn first_item(sql: &str) -> Expr {
+        let statement = Parser::parse_sql(parser_dialect(sql).as_ref(), sql)
+            .unwrap()
+            .remove(0);
+        let Statement::Query(query) = statement else {
+            panic!("not a query")
+        };
+        let SetExpr::Select(select) = *query.body else {
+            panic!("not a select")
+        };
+        match &select.projection[0] {
+            SelectItem::UnnamedExpr(expr) => expr.clone(),
+            other => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn lambdas_are_parsed_where_written_and_the_arrow_is_json_elsewhere() {
+        let takes_lambda = |sql: &str| match first_item(sql) {
+            Expr::Function(f) => matches!(&f.args, FunctionArguments::List(list)
+                if list.args.iter().any(|a| matches!(a,
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Lambda(_)))))),
+            _ => false,
+        };
+        assert!(takes_lambda("SELECT list_transform([1], lambda x : x + 1)"));
+        assert!(takes_lambda("SELECT apply([1], x -> x + 1)"));
+        assert!(matches!(
+            first_item("SELECT j -> 'k' FROM t"),
+            Expr::BinaryOp { .. }
+        ));
+    }
 
     #[test]
     fn explain_cost_is_found_in_any_case() {

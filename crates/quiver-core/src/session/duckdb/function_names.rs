@@ -14,9 +14,9 @@ use datafusion::sql::sqlparser::ast::{
     FunctionArguments, Ident, ObjectNamePart, Select, SelectItem, UnaryOperator, Value,
     ValueWithSpan, VisitMut, VisitorMut,
 };
-use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
+use super::dialect::parser_dialect;
 use super::macros::MACROS;
 
 /// Expands every DuckDB-only call of `statement` (see the module's comment).
@@ -141,14 +141,19 @@ fn expansion(function: &Function) -> Option<Expr> {
     let mut text = template.replace("$*", &all);
     // From the highest: `$1` must not take the start of `$10`.
     for (index, arg) in args.iter().enumerate().rev() {
-        text = text.replace(&format!("${}", index + 1), &format!("({arg})"));
+        // A lambda stays bare: DataFusion takes one only as an argument itself.
+        let arg = match arg {
+            Expr::Lambda(_) => arg.to_string(),
+            _ => format!("({arg})"),
+        };
+        text = text.replace(&format!("${}", index + 1), &arg);
     }
     parsed(&text)
 }
 
 /// `text` parsed as one expression, in parentheses.
 fn parsed(text: &str) -> Option<Expr> {
-    let parsed = Parser::new(&GenericDialect {})
+    let parsed = Parser::new(parser_dialect(text).as_ref())
         .try_with_sql(text)
         .and_then(|mut parser| parser.parse_expr())
         .ok()?;
@@ -312,6 +317,7 @@ fn plain_args(args: &FunctionArguments) -> Option<Vec<Expr>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
 
     fn expanded(sql: &str) -> String {
         let mut statement = Parser::parse_sql(&GenericDialect {}, sql)

@@ -4,6 +4,11 @@
 /// DuckDB's name, its number of arguments (`None`: any), and its expansion, where `$n` is
 /// the n-th argument and `$*` all of them.
 pub const MACROS: &[(&str, Option<usize>, &str)] = &[
+    // Lambdas (DataFusion's array_transform and array_filter take them).
+    ("apply", Some(2), "array_transform($1, $2)"),
+    ("list_apply", Some(2), "array_transform($1, $2)"),
+    ("array_apply", Some(2), "array_transform($1, $2)"),
+    ("filter", Some(2), "array_filter($1, $2)"),
     // Strings.
     ("strlen", Some(1), "octet_length($1)"),
     // `length` of a list counts its elements (see `typed`).
