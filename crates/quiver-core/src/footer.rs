@@ -207,7 +207,9 @@ async fn read_footer(
 }
 
 /// Checks what the planner and the decoder take on trust: no count is negative, each row
-/// group has a chunk per column, and every chunk lies inside the file before its footer.
+/// group has a chunk per column, a flat column's chunk holds a value per row of its group
+/// (else `count(*)`, from the groups' counts, and the rows decoded would disagree), and
+/// every chunk lies inside the file before its footer.
 /// A corrupt or hostile footer fails here, naming the file, instead of asking for (and
 /// allocating) the bytes it claims, or tripping an assertion in the reader.
 fn check_layout(metadata: &ParquetMetaData, data_end: u64) -> std::result::Result<(), String> {
@@ -229,7 +231,16 @@ fn check_layout(metadata: &ParquetMetaData, data_end: u64) -> std::result::Resul
                 row_group.num_columns()
             ));
         }
-        for column in row_group.columns() {
+        for (leaf, column) in row_group.columns().iter().enumerate() {
+            let flat = file.schema_descr().column(leaf).max_rep_level() == 0;
+            if flat && column.num_values() != row_group.num_rows() {
+                return Err(format!(
+                    "row group {i} declares {} rows but its column {} holds {} values",
+                    row_group.num_rows(),
+                    column.column_path(),
+                    column.num_values()
+                ));
+            }
             let start = column
                 .dictionary_page_offset()
                 .unwrap_or(column.data_page_offset());
