@@ -278,6 +278,25 @@ def test_a_piped_script_runs_as_duckdb_runs_it(quiver, typed):
     assert "nope" in proc.stderr and "1 statement of the script failed" in proc.stderr
 
 
+def test_a_script_writes_results_to_files_and_lists_its_views_as_duckdb_does(quiver, typed):
+    """`.output FILE` (every result after it, until `.output`), `.once FILE` (the next one),
+    `.tables` and `.schema`, as DuckDB's shell writes them (each CSV result with its header;
+    the names in columns; a view's CREATE statement)."""
+    script = (".mode csv\n.output out.csv\nSELECT id FROM 't.parquet' ORDER BY id;\n"
+              "SELECT 42 AS x;\n.output\nCREATE VIEW v AS SELECT id FROM 't.parquet';\n"
+              "CREATE VIEW w AS SELECT 1 AS one;\n.tables\n.once once.csv\nSELECT 7 AS y;\n"
+              "SELECT 8 AS z;\n.schema w\n")
+    proc = subprocess.run([quiver.path], input=script, cwd=typed, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for name, expected in [("out.csv", "id\n1\n2\n3\nx\n42\n"), ("once.csv", "y\n7\n")]:
+        assert (typed / name).read_text() == expected, name
+    assert proc.stdout.splitlines()[:1] == ["v  w"], proc.stdout
+    assert "z\n8\n" in proc.stdout, proc.stdout
+    assert "VIEW w AS SELECT 1 AS one;" in proc.stdout, proc.stdout
+    assert "VIEW v" not in proc.stdout, proc.stdout
+
+
 # DuckDB's values, names and identifiers
 
 

@@ -3,6 +3,7 @@
 //! the browser and Lambda get it too.
 
 mod cache;
+mod catalog;
 mod output;
 mod progress;
 mod sessions;

@@ -54,6 +54,19 @@ pub fn print_result(
     destination.close(written)
 }
 
+/// Writes `output` to `out`, a file the shell's `.output` or `.once` opened, in `printing`'s
+/// format; what was written there before stays.
+pub fn write_result(
+    printing: &Printing,
+    output: &QueryOutput,
+    out: &mut std::fs::File,
+) -> Result<(), String> {
+    let writer = std::io::BufWriter::new(out);
+    let (schema, batches) = (&output.schema, &output.batches);
+    write_batches_with_layout(printing.format, schema, batches, &printing.layout, writer)
+        .map_err(|e| describe(&e))
+}
+
 /// As `print_result`, writing rows as they come, so that memory does not grow with the
 /// answer (the table keeps only the rows it shows).
 pub async fn print_stream(

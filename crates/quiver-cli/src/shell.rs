@@ -1,7 +1,8 @@
 //! The interactive shell `quiver` opens on a terminal, with DuckDB's habits: statements end
 //! at `;` and may span lines, history is kept in `~/.quiver_history`, Ctrl-C cancels the
 //! running query (or the line being typed) and keeps the session, Ctrl-D leaves, and dot
-//! commands set the output (`.mode`, `.maxrows`, `.timer`, `.profile`). Piped into `quiver`,
+//! commands set the output (`.mode`, `.maxrows`, `.timer`, `.profile`, `.output`, `.once`)
+//! and list the session's tables (`.tables`, `.schema`). Piped into `quiver`,
 //! a script runs as `duckdb < script.sql` runs it (`run_script`).
 
 use std::borrow::Cow;
@@ -20,7 +21,8 @@ use rustyline::validate::Validator;
 use rustyline::{Context, Editor, Helper};
 use tokio::sync::Notify;
 
-use crate::output::{print_result, Printing};
+use crate::catalog;
+use crate::output::{print_result, write_result, Printing};
 use crate::progress::Progress;
 
 const HELP: &str = "\
@@ -31,6 +33,10 @@ Enter SQL ending with ';' (it may span lines). Ctrl-C cancels a running query, C
   .timer on|off               print each statement's time
   .profile on|off             print requests, bytes and time per phase after each statement
   .read FILE                  run the SQL in FILE
+  .output [FILE]              results to FILE from now on (none: to the screen again)
+  .once FILE                  the next result to FILE
+  .tables                     the session's tables and views
+  .schema [NAME]              the CREATE statement of each view (or of NAME)
   .quit                       leave (also .exit, Ctrl-D)
 Examples:
   SELECT * FROM 'data/*.parquet' LIMIT 10;
@@ -126,8 +132,16 @@ struct Shell {
     printing: Printing,
     timer: bool,
     profile: bool,
+    /// Where results go instead of standard output (`.output`, `.once`).
+    redirect: std::cell::RefCell<Option<Redirect>>,
     /// Statements and dot commands that failed.
     failures: std::cell::Cell<usize>,
+}
+
+/// A file results are written to; `once`: for the next result only.
+struct Redirect {
+    file: std::fs::File,
+    once: bool,
 }
 
 enum Flow {
@@ -153,6 +167,7 @@ impl Shell {
             printing: Printing::for_terminal(),
             timer: false,
             profile: false,
+            redirect: Default::default(),
             failures: Default::default(),
         }
     }
@@ -178,6 +193,30 @@ impl Shell {
         let sql = std::mem::take(statement).trim().to_string();
         self.run_sql(runtime, &sql);
         Taken::Ran(sql)
+    }
+
+    /// Results go to `path` (emptied first) from now on, or (`once`) for the next one.
+    fn redirect_to(&self, path: &str, once: bool) -> Result<(), String> {
+        let file = std::fs::File::create(path).map_err(|e| format!("{path}: {e}"))?;
+        *self.redirect.borrow_mut() = Some(Redirect { file, once });
+        Ok(())
+    }
+
+    /// Text a dot command answers with, where results go.
+    fn emit(&self, text: &str) {
+        use std::io::Write;
+        let mut redirect = self.redirect.borrow_mut();
+        let written = match redirect.as_mut() {
+            Some(to) => to.file.write_all(text.as_bytes()),
+            None => std::io::stdout().write_all(text.as_bytes()),
+        };
+        if redirect.as_ref().is_some_and(|to| to.once) {
+            *redirect = None;
+        }
+        drop(redirect);
+        if let Err(e) = written {
+            self.failed(&format!("writing: {e}"));
+        }
     }
 
     fn failed(&self, message: &str) {
@@ -210,10 +249,16 @@ impl Shell {
                     eprintln!("{}", self.session.cost_line(&spent, Default::default()));
                 }
                 // A statement with no columns (CREATE VIEW, SET) prints nothing, as in DuckDB.
-                let printed = match output.schema.fields().is_empty() {
-                    true => Ok(()),
-                    false => print_result(&self.printing, &output, None),
+                let mut redirect = self.redirect.borrow_mut();
+                let printed = match (output.schema.fields().is_empty(), redirect.as_mut()) {
+                    (true, _) => Ok(()),
+                    (false, Some(to)) => write_result(&self.printing, &output, &mut to.file),
+                    (false, None) => print_result(&self.printing, &output, None),
                 };
+                if redirect.as_ref().is_some_and(|to| to.once) {
+                    *redirect = None;
+                }
+                drop(redirect);
                 if let Err(e) = printed {
                     self.failed(&e);
                 }
@@ -273,6 +318,24 @@ impl Shell {
                 },
                 None => Err(".read takes a file name".into()),
             },
+            ".output" => match argument {
+                Some(path) => self.redirect_to(path, false),
+                None => {
+                    *self.redirect.borrow_mut() = None;
+                    Ok(())
+                }
+            },
+            ".once" => match argument {
+                Some(path) => self.redirect_to(path, true),
+                None => Err(".once takes a file name".into()),
+            },
+            ".tables" => {
+                let width = self.printing.layout.max_width.unwrap_or(80);
+                catalog::tables(runtime, &self.session, width).map(|text| self.emit(&text))
+            }
+            ".schema" => {
+                catalog::schema(runtime, &self.session, argument).map(|text| self.emit(&text))
+            }
             other => Err(format!("unknown command {other}; enter .help for the list")),
         };
         if let Err(message) = result {
