@@ -531,3 +531,20 @@ def test_lambdas_in_both_spellings_give_duckdb_values(quiver, typed):
     # DuckDB 2.0 takes the arrow (older DuckDB's spelling) only when told.
     arrows = "SET lambda_syntax = 'ENABLE_SINGLE_ARROW'; "
     assert quiver.csv(sql, cwd=typed) == duck(arrows + sql, typed)
+
+
+def test_samples_keep_the_share_or_the_rows_asked_for_never_the_whole_table(quiver, tmp_path):
+    """DuckDB's `USING SAMPLE` and `TABLESAMPLE`: a percentage keeps about that share of the
+    rows, a count exactly that many distinct rows; a sample that cannot be taken is an
+    error, never the whole table."""
+    pq.write_table(pa.table({"id": pa.array(range(20_000), pa.int64())}), tmp_path / "t.parquet")
+    share = "SELECT count(*) AS n FROM 't.parquet' USING SAMPLE 10%"
+    counts = [int(quiver.csv(share, cwd=tmp_path)[1][0][0]) for _ in range(3)]
+    assert all(1_600 < n < 2_400 for n in counts) and len(set(counts)) > 1, counts
+    for sql in ["SELECT count(*) AS n, count(DISTINCT id) AS d FROM 't.parquet' USING SAMPLE 25 ROWS",
+                "SELECT count(*) AS n, count(DISTINCT t.id) AS d FROM 't.parquet' AS t "
+                "TABLESAMPLE reservoir(25 ROWS) WHERE t.id >= 0"]:
+        assert quiver.csv(sql, cwd=tmp_path)[1] == [["25", "25"]], sql
+    proc = quiver.run("query", "SELECT count(*) FROM 't.parquet' a JOIN 't.parquet' b USING (id) "
+                      "USING SAMPLE 1%", cwd=tmp_path)
+    assert proc.returncode != 0 and "USING" in proc.stderr, proc.stderr

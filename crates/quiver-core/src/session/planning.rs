@@ -18,7 +18,7 @@ use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 use super::duckdb::identifiers::{self, Spellings};
-use super::duckdb::{clauses, from_first, function_names, literals, precedence};
+use super::duckdb::{clauses, from_first, function_names, literals, precedence, samples};
 use super::listing_only::answers_from_listing;
 use super::relations::{self, path_tables, uses_wildcard, PathTable};
 use super::{file_subqueries, virtual_columns, QuiverSession};
@@ -39,6 +39,7 @@ impl QuiverSession {
         self.plan_named_views(&statement).await?;
         if let Statement::Statement(inner) = &mut statement {
             self.macros.expand(inner.as_mut())?;
+            samples::sample_tables(inner.as_mut())?;
             relations::describe_path_as_query(inner);
             from_first::select_star_when_from_first(inner);
             clauses::duckdb_clauses(inner);

@@ -14,7 +14,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use futures::TryStreamExt;
 use web_time::Instant;
 
-use super::duckdb::dialect;
+use super::duckdb::{dialect, samples};
 use super::output::{QueryOutput, QueryStream};
 use super::{index_calls, summarize, QuiverSession};
 use crate::copy::{self, CopyTarget, Destination, TextFormat, WrittenFile};
@@ -38,7 +38,7 @@ impl QuiverSession {
             let batch = cost.batch(&self.prices())?;
             return Ok(QueryOutput::of(batch, self.runtime.metrics()).into_stream());
         }
-        let sql = dialect::rewrite_duckdb_tokens(sql);
+        let sql = samples::rewrite_sample_clauses(&dialect::rewrite_duckdb_tokens(sql));
         let sql = dialect::rewrite_summarize(&dialect::rewrite_duckdb_copy(&sql));
         let mut statements =
             DFParser::parse_sql_with_dialect(&sql, dialect::parser_dialect(&sql).as_ref())?;

@@ -1,6 +1,7 @@
 //! DuckDB's SQL as Quiver reads it, where DataFusion's differs. Text rewrites before parsing
 //! (dialect: COPY's options, SUMMARIZE, EXPLAIN COST); AST rewrites before planning
-//! (from_first: `FROM t` alone; clauses: SEMI and ANTI joins, ORDER BY ALL; function_names: DuckDB-only functions, from the table in
+//! (from_first: `FROM t` alone; clauses: SEMI and ANTI joins, ORDER BY ALL; samples:
+//! `USING SAMPLE` and `TABLESAMPLE`, in text then in the AST; function_names: DuckDB-only functions, from the table in
 //! macros; identifiers: case-insensitive names; literals: timestamps' offsets and seconds;
 //! precedence: `^` above `*`); a planner for operators (operators: `/`, `//`, `^`); and an
 //! analyzer rule for what depends on types (typed: casts to integers round, `length` and
@@ -22,6 +23,7 @@ mod numbers;
 pub mod operators;
 pub mod precedence;
 pub mod row_functions;
+pub mod samples;
 mod structs;
 mod text;
 pub mod typed;
