@@ -263,6 +263,12 @@ def test_quiver_alone_runs_piped_sql_as_a_script(quiver, typed):
     assert "shell" in quiver.ok("--help")
 
 
+def piped(quiver, script, cwd):
+    """`quiver < script` in `cwd`, as a user pipes a script."""
+    return subprocess.run([quiver.path], input=script, cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
 def test_a_piped_script_runs_as_duckdb_runs_it(quiver, typed):
     """`quiver < script.sql` as `duckdb < script.sql`: dot commands, every statement's answer,
     an error that does not stop the script but fails the run."""
@@ -270,8 +276,7 @@ def test_a_piped_script_runs_as_duckdb_runs_it(quiver, typed):
               "CREATE VIEW t AS SELECT * FROM 't.parquet';\n"
               "SELECT count(*) AS n FROM t;\nSELECT nope FROM t;\n"
               "SELECT max(id) AS top\nFROM t\n")
-    proc = subprocess.run([quiver.path], input=script, cwd=typed, capture_output=True,
-                          text=True, timeout=120)
+    proc = piped(quiver, script, typed)
     assert proc.returncode == 1, proc.stderr
     assert "n\n3\n" in proc.stdout and "top\n3\n" in proc.stdout, proc.stdout
     assert proc.stdout.count("Run Time (s): real") == 4, proc.stdout
@@ -286,8 +291,7 @@ def test_a_script_writes_results_to_files_and_lists_its_views_as_duckdb_does(qui
               "SELECT 42 AS x;\n.output\nCREATE VIEW v AS SELECT id FROM 't.parquet';\n"
               "CREATE VIEW w AS SELECT 1 AS one;\n.tables\n.once once.csv\nSELECT 7 AS y;\n"
               "SELECT 8 AS z;\n.schema w\n")
-    proc = subprocess.run([quiver.path], input=script, cwd=typed, capture_output=True,
-                          text=True, timeout=120)
+    proc = piped(quiver, script, typed)
     assert proc.returncode == 0, proc.stderr
     for name, expected in [("out.csv", "id\n1\n2\n3\nx\n42\n"), ("once.csv", "y\n7\n")]:
         assert (typed / name).read_text() == expected, name
