@@ -99,10 +99,6 @@ impl TextFiles {
             compression: None,
         })
     }
-
-    pub fn is_json(&self) -> bool {
-        matches!(self.kind, TextKind::Json(_))
-    }
 }
 
 /// A table over CSV or JSON files: its columns were sniffed when it was made; its rows
@@ -114,8 +110,8 @@ pub struct TextTable {
     compression: Option<Compression>,
     /// The files' columns as sniffed, then (for `filename`) the file's path.
     schema: SchemaRef,
-    /// The columns the decoder makes: `schema` without `filename`, and, for JSON, the
-    /// layout the first file showed.
+    /// The columns the decoder makes (`schema` without `filename`) and the CSV dialect or
+    /// JSON layout it reads them in.
     decoding: decode::Decoding,
 }
 
