@@ -405,7 +405,10 @@ def test_semi_and_anti_joins_and_order_by_all(quiver, typed):
                 "ON t.id = u.id",
                 "SELECT id FROM 't.parquet' t ANTI JOIN (SELECT 2 AS id) u USING (id) "
                 "ORDER BY ALL DESC",
-                "SELECT name, id FROM 't.parquet' ORDER BY ALL"]:
+                "SELECT name, id FROM 't.parquet' ORDER BY ALL",
+                # A `*`, known once planned; NULLs last in both directions, as in DuckDB.
+                "SELECT * FROM (SELECT small, name FROM 't.parquet') ORDER BY ALL DESC LIMIT 2",
+                "SELECT small, name FROM 't.parquet' ORDER BY small DESC, name"]:
         header, rows = quiver.csv(sql, cwd=typed)
         assert (header, rows) == duck(sql, typed), sql
 

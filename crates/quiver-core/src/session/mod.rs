@@ -91,6 +91,8 @@ impl QuiverSession {
             // `2.5` is a DECIMAL, as in DuckDB (so `CAST(2.5 AS INT)` rounds as DuckDB's does,
             // and `price < 2.5` compares decimals); DataFusion's default reads a DOUBLE.
             .set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
+            // NULLs last in both directions, as DuckDB sorts (DataFusion's: first in DESC).
+            .set_str("datafusion.sql_parser.default_null_ordering", "nulls_last")
             // Natively DataFusion spreads a scan of fewer partitions than threads (a small
             // table is one bucket) over every thread, as it does for its own scan. Fragments
             // are cut below the first exchange, so there a round-robin exchange above the

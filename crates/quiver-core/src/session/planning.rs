@@ -37,12 +37,14 @@ impl QuiverSession {
     /// Plans a statement (see the module's comment).
     pub(super) async fn logical_plan(&self, mut statement: Statement) -> Result<LogicalPlan> {
         self.plan_named_views(&statement).await?;
+        let mut order_all = None;
         if let Statement::Statement(inner) = &mut statement {
             self.macros.expand(inner.as_mut())?;
             samples::sample_tables(inner.as_mut())?;
             relations::describe_path_as_query(inner);
             from_first::select_star_when_from_first(inner);
             clauses::duckdb_clauses(inner);
+            order_all = clauses::take_order_by_all(inner.as_mut());
             literals::duckdb_timestamp_literals(inner);
             literals::duckdb_blob_literals(inner);
             precedence::power_binds_tightest(inner);
@@ -56,7 +58,10 @@ impl QuiverSession {
         let found = self.path_tables_of(&statement)?;
         let planned = self.plan_with_path_tables(&statement, &found).await;
         self.tables.clear();
-        planned
+        match order_all {
+            Some(order) => order.apply(planned?),
+            None => planned,
+        }
     }
 
     async fn plan_with_path_tables(

@@ -1,14 +1,18 @@
 //! DuckDB's clauses that DataFusion reads otherwise: `SEMI JOIN` and `ANTI JOIN` are
 //! DataFusion's `LEFT SEMI` and `LEFT ANTI` joins (which it plans, where the bare forms are
 //! "not implemented"), and `ORDER BY ALL` orders by every select item in turn (DataFusion
-//! looks for a column named `all`). A select list with `*` keeps `ORDER BY ALL` as written:
-//! its items are known only once the tables are.
+//! looks for a column named `all`). A top-level select list with `*`, whose items are
+//! known only once the tables are, has its `ORDER BY ALL` (and the LIMIT after it) taken
+//! out before planning and put back on the plan, over every column it outputs
+//! (`take_order_by_all`).
 
 use std::ops::ControlFlow;
 
+use datafusion::error::Result;
+use datafusion::logical_expr::{Expr as PlanExpr, LogicalPlan, LogicalPlanBuilder};
 use datafusion::sql::sqlparser::ast::{
-    Expr, Join, JoinConstraint, JoinOperator, OrderByExpr, OrderByKind, Query, SelectItem, SetExpr,
-    Value, VisitMut, VisitorMut,
+    Expr, Join, JoinConstraint, JoinOperator, LimitClause, OrderByExpr, OrderByKind, Query,
+    SelectItem, SetExpr, Statement, Value, VisitMut, VisitorMut,
 };
 
 /// Rewrites `statement`'s SEMI and ANTI joins and its `ORDER BY ALL` (see the module's
@@ -72,6 +76,89 @@ fn order_by_all(query: &mut Query) {
             })
             .collect(),
     );
+}
+
+/// An `ORDER BY ALL` (and its LIMIT) taken out of a statement, to be put on its plan.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OrderAll {
+    asc: bool,
+    nulls_first: bool,
+    skip: usize,
+    fetch: Option<usize>,
+}
+
+/// Takes a top-level query's `ORDER BY ALL` that is still written so (its select list has
+/// a `*`), with its LIMIT and OFFSET if they are numbers; `None` (and nothing taken) else.
+pub fn take_order_by_all(statement: &mut Statement) -> Option<OrderAll> {
+    let Statement::Query(query) = statement else {
+        return None;
+    };
+    let OrderByKind::Expressions(items) = &query.order_by.as_ref()?.kind else {
+        return None;
+    };
+    let [OrderByExpr {
+        expr: Expr::Identifier(word),
+        options,
+        ..
+    }] = items.as_slice()
+    else {
+        return None;
+    };
+    if word.quote_style.is_some() || !word.value.eq_ignore_ascii_case("all") {
+        return None;
+    }
+    let number = |expr: &Expr| match expr {
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, _) => n.parse::<usize>().ok(),
+            _ => None,
+        },
+        _ => None,
+    };
+    let (skip, fetch) = match &query.limit_clause {
+        None => (0, None),
+        Some(LimitClause::LimitOffset {
+            limit,
+            offset,
+            limit_by,
+        }) if limit_by.is_empty() => {
+            let skip = match offset {
+                Some(offset) => number(&offset.value)?,
+                None => 0,
+            };
+            let fetch = match limit {
+                Some(limit) => Some(number(limit)?),
+                None => None,
+            };
+            (skip, fetch)
+        }
+        Some(_) => return None,
+    };
+    // NULLs last whichever the direction, as in DuckDB (and the session's default order).
+    let order = OrderAll {
+        asc: options.asc.unwrap_or(true),
+        nulls_first: options.nulls_first.unwrap_or(false),
+        skip,
+        fetch,
+    };
+    query.order_by = None;
+    query.limit_clause = None;
+    Some(order)
+}
+
+impl OrderAll {
+    /// `plan` sorted by every column it outputs, in turn, then limited.
+    pub fn apply(&self, plan: LogicalPlan) -> Result<LogicalPlan> {
+        let columns = plan.schema().columns();
+        let sort = columns
+            .into_iter()
+            .map(|column| PlanExpr::Column(column).sort(self.asc, self.nulls_first))
+            .collect::<Vec<_>>();
+        let sorted = LogicalPlanBuilder::from(plan).sort(sort)?;
+        match (self.skip, self.fetch) {
+            (0, None) => sorted.build(),
+            (skip, fetch) => sorted.limit(skip, fetch)?.build(),
+        }
+    }
 }
 
 /// How many items a query's select list has, if none is a `*`.
