@@ -496,6 +496,9 @@ def test_csv_and_json_files_read_as_duckdb_reads_them(quiver, tmp_path):
     sql = ("SELECT column0 || '!' AS c, column2, filename FROM read_csv('pipes.txt', delim = '|', "
            "header = false, all_varchar = true, filename = true) ORDER BY 1")
     assert quiver.csv(sql, cwd=tmp_path) == duck(sql, tmp_path)
+    sql = ("SELECT count(column1) AS n, count(*) AS rows FROM read_csv('pipes.txt', delim = '|', "
+           "header = false, nullstr = 'b')")
+    assert quiver.csv(sql, cwd=tmp_path) == duck(sql, tmp_path) == (["n", "rows"], [["1", "2"]])
     parts = tmp_path / "parts"
     parts.mkdir()
     for i in range(3):

@@ -202,18 +202,24 @@ impl Shell {
         Ok(())
     }
 
-    /// Text a dot command answers with, where results go.
-    fn emit(&self, text: &str) {
-        use std::io::Write;
+    /// `write` given the file results go to (`None`: standard output); a `.once` file is
+    /// closed after it.
+    fn to_output<T>(&self, write: impl FnOnce(Option<&mut std::fs::File>) -> T) -> T {
         let mut redirect = self.redirect.borrow_mut();
-        let written = match redirect.as_mut() {
-            Some(to) => to.file.write_all(text.as_bytes()),
-            None => std::io::stdout().write_all(text.as_bytes()),
-        };
+        let written = write(redirect.as_mut().map(|to| &mut to.file));
         if redirect.as_ref().is_some_and(|to| to.once) {
             *redirect = None;
         }
-        drop(redirect);
+        written
+    }
+
+    /// Text a dot command answers with, where results go.
+    fn emit(&self, text: &str) {
+        use std::io::Write;
+        let written = self.to_output(|file| match file {
+            Some(file) => file.write_all(text.as_bytes()),
+            None => std::io::stdout().write_all(text.as_bytes()),
+        });
         if let Err(e) = written {
             self.failed(&format!("writing: {e}"));
         }
@@ -249,16 +255,12 @@ impl Shell {
                     eprintln!("{}", self.session.cost_line(&spent, Default::default()));
                 }
                 // A statement with no columns (CREATE VIEW, SET) prints nothing, as in DuckDB.
-                let mut redirect = self.redirect.borrow_mut();
-                let printed = match (output.schema.fields().is_empty(), redirect.as_mut()) {
-                    (true, _) => Ok(()),
-                    (false, Some(to)) => write_result(&self.printing, &output, &mut to.file),
-                    (false, None) => print_result(&self.printing, &output, None),
-                };
-                if redirect.as_ref().is_some_and(|to| to.once) {
-                    *redirect = None;
-                }
-                drop(redirect);
+                let printed =
+                    self.to_output(|file| match (output.schema.fields().is_empty(), file) {
+                        (true, _) => Ok(()),
+                        (false, Some(file)) => write_result(&self.printing, &output, file),
+                        (false, None) => print_result(&self.printing, &output, None),
+                    });
                 if let Err(e) = printed {
                     self.failed(&e);
                 }

@@ -47,6 +47,11 @@ pub enum Dialect {
     Json(JsonLayout),
 }
 
+/// The pattern arrow's CSV reader takes for NULL: exactly `text` (DuckDB's `nullstr`).
+pub(super) fn null_pattern(text: &str) -> Regex {
+    Regex::new(&format!("^{}$", regex::escape(text))).expect("escaped text is a valid pattern")
+}
+
 /// Which of the table's columns a scan returns, in its order: file columns by index, and
 /// `filename` (any index past the file columns).
 #[derive(Debug, Clone)]
@@ -219,9 +224,7 @@ impl FileDecode {
                     builder = builder.with_escape(*escape);
                 }
                 if let Some(null) = null_string {
-                    let exact = Regex::new(&format!("^{}$", regex::escape(null)))
-                        .map_err(|e| DataFusionError::External(Box::new(e)))?;
-                    builder = builder.with_null_regex(exact);
+                    builder = builder.with_null_regex(null_pattern(null));
                 }
                 (Box::new(builder.build_decoder()), JsonLayout::Lines)
             }

@@ -17,7 +17,7 @@ use regex::Regex;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
-use super::decode::{ArrayUnwrap, Decoding, Dialect};
+use super::decode::{null_pattern, ArrayUnwrap, Decoding, Dialect};
 use super::{CsvOptions, JsonLayout, TextKind};
 
 /// Rows of the sample that the types are inferred from (DuckDB samples 20,480).
@@ -49,12 +49,7 @@ fn csv(options: &CsvOptions, sample: &[u8]) -> Result<Decoding, String> {
     let delimiter = options
         .delimiter
         .unwrap_or_else(|| sniff_delimiter(sample, quote));
-    let null = match &options.null_string {
-        Some(text) => {
-            Some(Regex::new(&format!("^{}$", regex::escape(text))).map_err(|e| e.to_string())?)
-        }
-        None => None,
-    };
+    let null = options.null_string.as_deref().map(null_pattern);
     let format = |header: bool| {
         let mut format = Format::default()
             .with_header(header)

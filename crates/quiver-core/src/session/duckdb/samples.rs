@@ -178,20 +178,12 @@ fn sampled(factor: &mut TableFactor) -> Result<Option<TableFactor>> {
             _ => "sampled".to_string(),
         },
     };
-    let text = format!(
-        "SELECT * FROM ({factor} {keep}) AS {named}",
-        factor = factor_text(factor)
-    );
+    let text = format!("SELECT * FROM (SELECT * FROM {factor} {keep}) AS {named}");
     let parsed = Parser::new(&GenericDialect {})
         .try_with_sql(&text)
         .and_then(|mut parser| parser.parse_query())
         .map_err(|e| datafusion::error::DataFusionError::Plan(format!("sample: {e}")))?;
     Ok(first_factor(*parsed))
-}
-
-/// `SELECT * FROM <factor>` for a table factor (its sample and alias already taken out).
-fn factor_text(factor: &TableFactor) -> String {
-    format!("SELECT * FROM {factor}")
 }
 
 fn first_factor(query: Query) -> Option<TableFactor> {
