@@ -10,15 +10,15 @@
 //! 4. fixed_decimals → footer: footers read once per file
 //! 5. bucket → options → runtime: a statement's settings and the one way to open a file
 //! 6. prune · statistics · pushdown · filter_order: planning helpers
-//! 7. index → scan → table → metadata → text: the persistent index, the scan node, tables
-//!    (Parquet, its metadata, CSV and JSON)
+//! 7. index → scan → table → metadata → text → iceberg: the persistent index, the scan
+//!    node, tables (Parquet, its metadata, CSV and JSON, Iceberg)
 //! 8. copy → cost: writing results, pricing reads
 //! 9. fragment → exec: what travels, and who runs it
 //! 10. session: statements, planned and run
 //!
 //! floors: error metrics sql_types memory allocator format source cache fetch read
 //! fixed_decimals footer bucket options runtime prune statistics pushdown filter_order
-//! index scan table metadata text copy cost fragment exec session
+//! index scan table metadata text iceberg copy cost fragment exec session
 //!
 //! Public are the rooms the faces (the command, the browser module, the Lambda executor
 //! and functions) use, each exporting what they need; the rest is private.
@@ -37,6 +37,7 @@ mod fixed_decimals;
 mod footer;
 pub mod format;
 pub mod fragment;
+mod iceberg;
 pub mod index;
 pub mod memory;
 pub mod metadata;

@@ -88,7 +88,7 @@ pub(super) fn now_ms() -> u64 {
 }
 
 /// Columns with statistics: the top-level ones that are not nested.
-pub(super) fn indexed_fields(data_schema: &Schema) -> Vec<&Field> {
+pub fn indexed_fields(data_schema: &Schema) -> Vec<&Field> {
     data_schema
         .fields()
         .iter()
@@ -105,23 +105,52 @@ fn stat_fields(data_type: &DataType) -> Fields {
     ])
 }
 
+/// What an index says of one file: its rows, row groups and, per indexed column of the
+/// data schema (see `indexed_fields`), its min, max and null count (null: unknown).
+#[derive(Debug, Clone)]
+pub struct FileEntry {
+    pub meta: ObjectMeta,
+    pub rows: i64,
+    pub row_groups: i64,
+    pub statistics: Vec<(ScalarValue, ScalarValue, Option<u64>)>,
+}
+
+impl FileIndex {
+    /// An index of files whose statistics are known without their footers (an Iceberg
+    /// table's manifests keep them). `exact`: whether its rows and bounds may answer a
+    /// count or a min/max (not when deletes apply to the files).
+    pub fn of_entries(data_schema: SchemaRef, files: &[FileEntry], exact: bool) -> Result<Self> {
+        let entries = entries_batch(files, &data_schema)?;
+        let mut index = Self::new(entries, data_schema, String::new(), now_ms())?;
+        index.answers = exact;
+        Ok(index)
+    }
+}
+
 /// The entries of these files' footers, with statistics for `data_schema`'s columns.
 fn entries_of(footers: &[ParquetFile], data_schema: &Schema) -> Result<RecordBatch> {
     let fields = indexed_fields(data_schema);
-    let mut per_column: Vec<[Vec<ScalarValue>; 2]> = vec![[vec![], vec![]]; fields.len()];
-    let mut null_counts: Vec<Vec<Option<u64>>> = vec![vec![]; fields.len()];
+    let mut files = Vec::with_capacity(footers.len());
     for footer in footers {
         let stored = footer.arrow_schema()?;
-        for (i, field) in fields.iter().enumerate() {
-            let (min, max, nulls) = file_statistics(footer, &stored, field);
-            per_column[i][0].push(min);
-            per_column[i][1].push(max);
-            null_counts[i].push(nulls);
-        }
+        files.push(FileEntry {
+            meta: footer.meta().clone(),
+            rows: footer.metadata().file_metadata().num_rows(),
+            row_groups: footer.metadata().num_row_groups() as i64,
+            statistics: fields
+                .iter()
+                .map(|field| file_statistics(footer, &stored, field))
+                .collect(),
+        });
     }
+    entries_batch(&files, data_schema)
+}
+
+fn entries_batch(files: &[FileEntry], data_schema: &Schema) -> Result<RecordBatch> {
+    let fields = indexed_fields(data_schema);
     let mut stats_fields = vec![];
     let mut stats_arrays: Vec<ArrayRef> = vec![];
-    for ((field, [mins, maxes]), nulls) in fields.iter().zip(per_column).zip(null_counts) {
+    for (i, field) in fields.iter().enumerate() {
         let data_type = field.data_type();
         let column = |values: Vec<ScalarValue>| -> Result<ArrayRef> {
             if values.is_empty() {
@@ -129,10 +158,11 @@ fn entries_of(footers: &[ParquetFile], data_schema: &Schema) -> Result<RecordBat
             }
             ScalarValue::iter_to_array(values)
         };
+        let of = |f: &FileEntry| f.statistics[i].clone();
         let children: Vec<ArrayRef> = vec![
-            column(mins)?,
-            column(maxes)?,
-            Arc::new(UInt64Array::from(nulls)),
+            column(files.iter().map(|f| of(f).0).collect())?,
+            column(files.iter().map(|f| of(f).1).collect())?,
+            Arc::new(UInt64Array::from_iter(files.iter().map(|f| of(f).2))),
         ];
         stats_fields.push(Field::new(
             field.name(),
@@ -146,7 +176,7 @@ fn entries_of(footers: &[ParquetFile], data_schema: &Schema) -> Result<RecordBat
         )?));
     }
     let stats = if stats_fields.is_empty() {
-        Arc::new(StructArray::new_empty_fields(footers.len(), None)) as ArrayRef
+        Arc::new(StructArray::new_empty_fields(files.len(), None)) as ArrayRef
     } else {
         Arc::new(StructArray::try_new(
             Fields::from(stats_fields),
@@ -154,8 +184,8 @@ fn entries_of(footers: &[ParquetFile], data_schema: &Schema) -> Result<RecordBat
             None,
         )?)
     };
-    let column = |f: &dyn Fn(&ParquetFile) -> i64| -> ArrayRef {
-        Arc::new(Int64Array::from_iter_values(footers.iter().map(f)))
+    let column = |f: &dyn Fn(&FileEntry) -> i64| -> ArrayRef {
+        Arc::new(Int64Array::from_iter_values(files.iter().map(f)))
     };
     let schema = Arc::new(Schema::new(vec![
         Field::new("path", DataType::Utf8, false),
@@ -169,14 +199,14 @@ fn entries_of(footers: &[ParquetFile], data_schema: &Schema) -> Result<RecordBat
         schema,
         vec![
             Arc::new(StringArray::from_iter_values(
-                footers.iter().map(|f| f.meta().path.as_str()),
+                files.iter().map(|f| f.meta.path.as_str()),
             )),
             Arc::new(StringArray::from_iter_values(
-                footers.iter().map(|f| f.meta().version.as_str()),
+                files.iter().map(|f| f.meta.version.as_str()),
             )),
-            column(&|f| f.meta().size as i64),
-            column(&|f| f.metadata().file_metadata().num_rows()),
-            column(&|f| f.metadata().num_row_groups() as i64),
+            column(&|f| f.meta.size as i64),
+            column(&|f| f.rows),
+            column(&|f| f.row_groups),
             stats,
         ],
     )?)

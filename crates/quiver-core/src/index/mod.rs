@@ -25,6 +25,7 @@ use datafusion::physical_optimizer::pruning::PruningPredicate;
 use crate::source::{GlobPattern, ObjectMeta, INDEX_FILE_NAME};
 
 pub use commands::{build_index, refresh_index, show_index, IndexStatus};
+pub use entries::{indexed_fields, FileEntry};
 use statistics::IndexStatistics;
 
 /// Where the index of `pattern` lives by default: at its longest literal prefix.
@@ -49,6 +50,8 @@ pub struct FileIndex {
     pub built_at_ms: u64,
     /// Row of each path in `entries`.
     rows_by_path: HashMap<String, usize>,
+    /// Whether its rows and bounds may answer a count or a min/max on their own.
+    answers: bool,
 }
 
 /// What `refresh` did.
@@ -81,6 +84,7 @@ impl FileIndex {
             glob,
             built_at_ms,
             rows_by_path,
+            answers: true,
         })
     }
 
@@ -130,6 +134,9 @@ impl FileIndex {
 
     /// The rows of `files` together, if the index describes every one as listed.
     pub fn total_rows(&self, files: &[ObjectMeta]) -> Option<i64> {
+        if !self.answers {
+            return None;
+        }
         let rows = self
             .entries
             .column_by_name("rows")?
@@ -151,6 +158,9 @@ impl FileIndex {
         files: &[ObjectMeta],
         column: &str,
     ) -> Option<(ScalarValue, ScalarValue)> {
+        if !self.answers {
+            return None;
+        }
         let stats = self.entries.column_by_name("stats")?.as_struct();
         let column = stats.column_by_name(column)?.as_struct();
         let (mins, maxes) = (column.column(0), column.column(1));

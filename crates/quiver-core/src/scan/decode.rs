@@ -22,6 +22,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use futures::StreamExt;
 use parquet::file::metadata::ParquetMetaData;
 
+use super::field_ids::ByFieldId;
 use super::input::BucketInput;
 use super::late::{is_wide, Late};
 use super::reader::BucketReaderFactory;
@@ -79,6 +80,7 @@ impl BucketScanExec {
         let config =
             FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
                 .with_projection_indices(self.projection.clone())?
+                .with_expr_adapter(Some(Arc::new(ByFieldId)))
                 .with_file_group(FileGroup::new(vec![file]))
                 .build();
         let mut decoded = DataSourceExec::from_data_source(config).execute(0, context)?;

@@ -11,6 +11,7 @@ use datafusion::common::ScalarValue;
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::parquet::ParquetAccessPlan;
 use datafusion::error::{DataFusionError, Result};
+use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use parquet::file::metadata::ParquetMetaData;
 
 use super::stream::ScanCounters;
@@ -106,6 +107,9 @@ impl BucketScanExec {
                 )));
             }
             access.scan(rg);
+            if let Some(deleted) = &file.deleted_rows {
+                access.scan_selection(rg, kept_rows(metadata, rg, deleted));
+            }
         }
         // Fixed-length decimals converted by `fixed_decimals`, where the table allows.
         let plain = opened.footer.plain_decimals();
@@ -141,5 +145,67 @@ impl BucketScanExec {
                 None => ScalarValue::try_from(field.data_type()),
             })
             .collect()
+    }
+}
+
+/// The rows of row group `rg` that `deleted` (sorted positions in the file) leaves.
+fn kept_rows(metadata: &ParquetMetaData, rg: usize, deleted: &[u64]) -> RowSelection {
+    let groups = metadata.row_groups();
+    let start: u64 = groups[..rg].iter().map(|g| g.num_rows() as u64).sum();
+    let end = start + groups[rg].num_rows() as u64;
+    let from = deleted.partition_point(|&p| p < start);
+    let to = deleted.partition_point(|&p| p < end);
+    let mut selectors = vec![];
+    let mut at = start;
+    for &position in &deleted[from..to] {
+        if position > at {
+            selectors.push(RowSelector::select((position - at) as usize));
+        }
+        selectors.push(RowSelector::skip(1));
+        at = position + 1;
+    }
+    if end > at {
+        selectors.push(RowSelector::select((end - at) as usize));
+    }
+    RowSelection::from(selectors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{Int64Array, RecordBatch};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+
+    #[test]
+    fn deleted_positions_skip_rows_of_the_row_group_they_fall_in() {
+        let batch = RecordBatch::try_from_iter([(
+            "id",
+            Arc::new(Int64Array::from_iter_values(0..10)) as _,
+        )])
+        .unwrap();
+        let properties = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(4))
+            .build();
+        let mut bytes = vec![];
+        let mut writer =
+            ArrowWriter::try_new(&mut bytes, batch.schema(), Some(properties)).unwrap();
+        writer.write(&batch).unwrap();
+        let metadata = writer.close().map(|_| ()).and_then(|_| {
+            parquet::file::metadata::ParquetMetaDataReader::new()
+                .parse_and_finish(&bytes::Bytes::from(bytes))
+        });
+        let metadata = metadata.unwrap();
+        assert_eq!(metadata.num_row_groups(), 3, "rows 0-3, 4-7, 8-9");
+        let deleted = [1, 4, 5, 9];
+        let kept = |rg| -> Vec<(bool, usize)> {
+            kept_rows(&metadata, rg, &deleted)
+                .iter()
+                .map(|s| (s.skip, s.row_count))
+                .collect()
+        };
+        assert_eq!(kept(0), [(false, 1), (true, 1), (false, 2)]);
+        assert_eq!(kept(1), [(true, 2), (false, 2)], "adjacent skips merge");
+        assert_eq!(kept(2), [(false, 1), (true, 1)]);
     }
 }

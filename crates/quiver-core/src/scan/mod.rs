@@ -11,6 +11,7 @@
 //! pay) → stream (a partition's buckets, under memory admission) → this node.
 
 mod decode;
+mod field_ids;
 mod input;
 mod late;
 mod reader;
@@ -46,6 +47,7 @@ use crate::bucket::Bucket;
 use crate::metrics::file_name;
 use crate::runtime::QuiverRuntime;
 
+pub use field_ids::{renamed as renamed_by_field_id, FIELD_ID};
 pub use reads::BucketRead;
 pub use work::{ScanFile, ScanSummary};
 

@@ -171,6 +171,7 @@ mod tests {
             listing_values: vec![],
             footer_len: None,
             leaves,
+            deleted_rows: None,
         };
         let projection = Some(vec![column]);
         let summary = ScanSummary::default();

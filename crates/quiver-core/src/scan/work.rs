@@ -22,6 +22,10 @@ pub struct ScanFile {
     /// mapping the footer to a schema again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leaves: Option<Vec<usize>>,
+    /// Rows of the file deleted since it was written (sorted positions in the file): an
+    /// Iceberg table's position deletes, which the scan skips.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_rows: Option<Vec<u64>>,
 }
 
 /// What the plan says it will read, for EXPLAIN.

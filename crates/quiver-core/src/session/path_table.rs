@@ -4,11 +4,13 @@
 //! `read_parquet` and the metadata tables (`parquet_metadata`, …, `glob`), `read_csv` and
 //! `read_json` (with their `_auto` and `read_ndjson` spellings).
 
-use datafusion::common::{plan_err, Result};
+use datafusion::arrow::datatypes::{DataType, TimeUnit};
+use datafusion::common::{plan_err, Result, ScalarValue};
 use datafusion::sql::sqlparser::ast::{
     BinaryOperator, Expr as SqlExpr, FunctionArg, FunctionArgExpr, ObjectName, Value,
 };
 
+use crate::iceberg::{IcebergOptions, IcebergRead, SnapshotChoice};
 use crate::metadata::MetadataKind;
 use crate::text::{Compression, CsvOptions, JsonLayout, TextFiles, TextKind};
 
@@ -27,6 +29,8 @@ pub struct PathTable {
     pub union_by_name: bool,
     /// CSV or JSON files, and how to read them; Parquet otherwise.
     pub text: Option<TextFiles>,
+    /// An Iceberg table at the path: what of it to read, and how.
+    pub iceberg: Option<(IcebergRead, IcebergOptions)>,
 }
 
 impl PathTable {
@@ -39,6 +43,7 @@ impl PathTable {
             schema: None,
             union_by_name: false,
             text: None,
+            iceberg: None,
         }
     }
 
@@ -78,6 +83,9 @@ pub(super) fn function_table(name: &ObjectName, args: &[FunctionArg]) -> Option<
         "read_csv" | "read_csv_auto" => text(name, args, csv),
         "read_json" | "read_json_auto" => text(name, args, TextKind::Json(JsonLayout::Auto)),
         "read_ndjson" | "read_ndjson_auto" => text(name, args, TextKind::Json(JsonLayout::Lines)),
+        "iceberg_scan" => iceberg(name, args, IcebergRead::Rows),
+        "iceberg_snapshots" => iceberg(name, args, IcebergRead::Snapshots),
+        "iceberg_metadata" => iceberg(name, args, IcebergRead::Metadata),
         _ => {
             let kind = MetadataKind::from_function(&function)?;
             arguments(name, args).and_then(|(table, options)| match options.first() {
@@ -150,6 +158,72 @@ fn parquet(name: &ObjectName, args: &[FunctionArg]) -> Result<PathTable> {
         }
     }
     Ok(table)
+}
+
+/// DuckDB's `iceberg_scan` and its siblings: a table's folder or metadata file, then which
+/// snapshot (`snapshot_from_id`, `snapshot_from_timestamp`), which metadata `version`, and
+/// `allow_moved_paths`.
+fn iceberg(name: &ObjectName, args: &[FunctionArg], read: IcebergRead) -> Result<PathTable> {
+    let (mut table, options) = arguments(name, args)?;
+    if table.patterns.len() != 1 {
+        return plan_err!("{name} reads one table: give its folder or its metadata file");
+    }
+    let mut iceberg = IcebergOptions::default();
+    for (option, value) in options {
+        match option.as_str() {
+            "allow_moved_paths" => iceberg.allow_moved_paths = boolean(value)?,
+            "version" => iceberg.version = Some(string_or_number(value)?),
+            "snapshot_from_id" => {
+                let id = string_or_number(value)?;
+                let id = id
+                    .parse()
+                    .or_else(|_| plan_err!("{name}: snapshot id {id} is not a number"))?;
+                iceberg.snapshot = SnapshotChoice::Id(id)
+            }
+            "snapshot_from_timestamp" => {
+                iceberg.snapshot = SnapshotChoice::AsOf(milliseconds(name, value)?)
+            }
+            // The rest of DuckDB's options change nothing Quiver reads.
+            "version_name_format" | "metadata_compression_codec" | "mode" => {}
+            other => {
+                return plan_err!(
+                    "{name}: unknown option '{other}' (known: snapshot_from_id, \
+                     snapshot_from_timestamp, version, allow_moved_paths)"
+                )
+            }
+        }
+    }
+    table.iceberg = Some((read, iceberg));
+    Ok(table)
+}
+
+/// A timestamp argument (`TIMESTAMP '…'`, `'…'::TIMESTAMP` or text) as milliseconds since
+/// the epoch, read as UTC as DuckDB reads it.
+fn milliseconds(name: &ObjectName, value: &SqlExpr) -> Result<i64> {
+    let text = match value {
+        SqlExpr::TypedString(typed) => match &typed.value.value {
+            Value::SingleQuotedString(s) => s.clone(),
+            other => return plan_err!("{name}: expected a timestamp, found {other}"),
+        },
+        SqlExpr::Cast { expr, .. } => string(expr)?,
+        other => string(other)?,
+    };
+    let millis = DataType::Timestamp(TimeUnit::Millisecond, None);
+    match ScalarValue::try_from_string(text.clone(), &millis) {
+        Ok(ScalarValue::TimestampMillisecond(Some(ms), _)) => Ok(ms),
+        _ => plan_err!("{name}: '{text}' is not a timestamp"),
+    }
+}
+
+fn string_or_number(value: &SqlExpr) -> Result<String> {
+    match value {
+        SqlExpr::Value(v) => match &v.value {
+            Value::Number(n, _) => Ok(n.clone()),
+            _ => string(value),
+        },
+        SqlExpr::UnaryOp { expr, .. } => Ok(format!("-{}", string_or_number(expr)?)),
+        _ => string(value),
+    }
 }
 
 /// Options the sniffer decides for itself, accepted and left to it.

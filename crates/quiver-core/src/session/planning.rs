@@ -22,6 +22,7 @@ use super::duckdb::{clauses, from_first, function_names, literals, precedence, s
 use super::listing_only::answers_from_listing;
 use super::relations::{self, path_tables, uses_wildcard, PathTable};
 use super::{file_subqueries, virtual_columns, QuiverSession};
+use crate::iceberg::{self, IcebergOptions, IcebergRead, IcebergSnapshot, IcebergTable};
 use crate::metadata::{MetadataKind, MetadataTable};
 use crate::source::ListingOptions;
 use crate::table::{QuiverTable, TableOptions};
@@ -138,15 +139,22 @@ impl QuiverSession {
     }
 
     /// Each path table made from its listing alone (with the virtual columns when the
-    /// statement `named` one), and registered for the planner.
+    /// statement `named` one), and registered for the planner; an Iceberg table from its
+    /// metadata (it is listed by its manifests, not by its folder).
     pub(super) async fn list_path_tables(
         &self,
         found: &[PathTable],
         named: bool,
-    ) -> Result<Vec<QuiverTable>> {
+    ) -> Result<Vec<Option<QuiverTable>>> {
         let s3 = &self.runtime.query().settings.s3;
         let mut listed = Vec::with_capacity(found.len());
         for path_table in found {
+            if let Some((read, options)) = &path_table.iceberg {
+                let provider = self.iceberg_table(&path_table.patterns[0], *read, options);
+                self.tables.insert(path_table.key.clone(), provider.await?);
+                listed.push(None);
+                continue;
+            }
             let options = ListingOptions {
                 hive_partitioning: path_table.hive_partitioning,
                 s3: s3.clone(),
@@ -164,9 +172,34 @@ impl QuiverSession {
                 (None, None) => Arc::new(table.clone()),
             };
             self.tables.insert(path_table.key.clone(), provider);
-            listed.push(table);
+            listed.push(Some(table));
         }
         Ok(listed)
+    }
+
+    /// What of the Iceberg table at `location` the statement reads.
+    async fn iceberg_table(
+        &self,
+        location: &str,
+        read: IcebergRead,
+        iceberg: &IcebergOptions,
+    ) -> Result<Arc<dyn TableProvider>> {
+        let runtime = &self.runtime;
+        Ok(match read {
+            IcebergRead::Rows => {
+                let state = self.context.state_ref().read().config_options().clone();
+                let options = TableOptions::for_statement(&state, &runtime.query().settings);
+                Arc::new(IcebergTable::open(runtime, location, iceberg, options).await?)
+            }
+            IcebergRead::Snapshots => {
+                let table = IcebergSnapshot::open(runtime, location, iceberg).await?;
+                Arc::new(iceberg::snapshots_table(&table)?)
+            }
+            IcebergRead::Metadata => {
+                let table = IcebergSnapshot::open(runtime, location, iceberg).await?;
+                Arc::new(iceberg::metadata_table(runtime, &table).await?)
+            }
+        })
     }
 
     /// The listed path tables with their file columns (a footer read each), registered in
@@ -174,11 +207,12 @@ impl QuiverSession {
     async fn complete_path_tables(
         &self,
         found: &[PathTable],
-        listed: Vec<QuiverTable>,
+        listed: Vec<Option<QuiverTable>>,
     ) -> Result<()> {
         let state = self.context.state_ref().read().config_options().clone();
         let settings = &self.runtime.query().settings;
         for (path_table, table) in found.iter().zip(listed) {
+            let Some(table) = table else { continue };
             if path_table.metadata.is_some() || path_table.text.is_some() {
                 continue;
             }

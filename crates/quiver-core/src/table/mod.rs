@@ -12,6 +12,7 @@ mod plan;
 mod schema;
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -27,7 +28,7 @@ use crate::metrics::QueryMetrics;
 use crate::options::{IndexSetting, Settings};
 use crate::runtime::QuiverRuntime;
 use crate::scan::ScanSummary;
-use crate::source::{list_files, Listing, ListingOptions, ObjectMeta};
+use crate::source::{list_files, ListedFile, Listing, ListingOptions, ObjectMeta};
 
 #[derive(Debug, Clone, Default)]
 pub struct TableOptions {
@@ -73,6 +74,9 @@ pub struct QuiverTable {
     deferred: bool,
     /// The persistent index, when one is in use: it drops files before their footers.
     index: Option<Arc<FileIndex>>,
+    /// Rows deleted since their files were written, by path (an Iceberg table's position
+    /// deletes): the scan skips them.
+    deleted_rows: Arc<HashMap<String, Vec<u64>>>,
 }
 
 impl QuiverTable {
@@ -96,7 +100,56 @@ impl QuiverTable {
             listing_only: false,
             deferred: true,
             index: None,
+            deleted_rows: Arc::default(),
         })
+    }
+
+    /// A table of known files (an Iceberg snapshot's) with the columns `file_schema` gives
+    /// and the statistics `index` holds: nothing listed, no footer read to plan.
+    pub fn of_files(
+        name: String,
+        files: Vec<ObjectMeta>,
+        file_schema: &Schema,
+        index: FileIndex,
+        options: &TableOptions,
+    ) -> Self {
+        let files = files
+            .into_iter()
+            .map(|meta| ListedFile {
+                meta,
+                hive_values: vec![],
+            })
+            .collect();
+        let listing = Listing {
+            files,
+            hive_fields: vec![],
+            index: None,
+        };
+        let schema = Self::typed_schema(file_schema, options);
+        Self {
+            patterns: vec![name],
+            listing: Arc::new(listing),
+            file_columns: schema.fields().len(),
+            schema,
+            virtual_columns: false,
+            listing_only: false,
+            deferred: false,
+            index: Some(Arc::new(index)),
+            deleted_rows: Arc::default(),
+        }
+    }
+
+    /// Stored columns as a table of `options` types them (see `schema::typed_fields`).
+    pub fn typed_schema(stored: &Schema, options: &TableOptions) -> SchemaRef {
+        Arc::new(Schema::new(schema::typed_fields(stored.clone(), options)))
+    }
+
+    /// The table with rows of its files deleted (sorted positions, by path).
+    pub fn with_deleted_rows(self, deleted_rows: HashMap<String, Vec<u64>>) -> Self {
+        Self {
+            deleted_rows: Arc::new(deleted_rows),
+            ..self
+        }
     }
 
     /// The listed files, in path order.

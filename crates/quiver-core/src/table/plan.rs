@@ -21,7 +21,7 @@ use crate::fetch::ProjectedColumns;
 use crate::metrics::QueryMetrics;
 use crate::prune::row_groups_to_read;
 use crate::runtime::QuiverRuntime;
-use crate::scan::{BucketScanExec, ScanFile, ScanSummary};
+use crate::scan::{renamed_by_field_id, BucketScanExec, ScanFile, ScanSummary};
 use crate::statistics;
 
 /// What one kept file gives the scan, from its footer.
@@ -126,6 +126,7 @@ impl QuiverTable {
             .map(|(&index, file)| {
                 let metadata = file.metadata();
                 let stored = file.arrow_schema()?;
+                let stored = renamed_by_field_id(file_schema, &stored).map_or(stored, Arc::new);
                 let keep = row_groups_to_read(predicate, metadata, &stored, file_schema);
                 let projected = ProjectedColumns::new(metadata, &stored, names);
                 let row_groups = (0..metadata.num_row_groups())
@@ -201,6 +202,7 @@ impl QuiverTable {
                     })
                     .collect(),
                 leaves,
+                deleted_rows: self.deleted_rows.get(&file.meta.path).cloned(),
             })
             .collect();
         Ok(Arc::new(

@@ -1,0 +1,92 @@
+//! Position delete files: `(file_path, pos)` rows naming rows of data files that a later
+//! commit deleted. Each applies to the data files of its sequence number or older; the
+//! positions become row selections of the scan (`ScanFile::deleted_rows`).
+
+use std::collections::HashMap;
+
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Int64Type};
+use datafusion::error::{DataFusionError, Result};
+use futures::future::try_join_all;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ProjectionMask;
+
+use super::manifests::ManifestEntry;
+use super::{read_object, IcebergSnapshot};
+use crate::runtime::QuiverRuntime;
+
+/// The deleted row positions of each data file in `data` (by path, sorted, each once), from
+/// the position delete files that apply to it.
+pub async fn deleted_rows(
+    runtime: &QuiverRuntime,
+    snapshot: &IcebergSnapshot,
+    data: &[ManifestEntry],
+    deletes: &[ManifestEntry],
+) -> Result<HashMap<String, Vec<u64>>> {
+    let sequence: HashMap<&str, i64> = data
+        .iter()
+        .map(|d| (d.path.as_str(), d.sequence_number))
+        .collect();
+    let read = try_join_all(deletes.iter().map(|d| positions(runtime, &d.path))).await?;
+    let mut deleted: HashMap<String, Vec<u64>> = HashMap::new();
+    for (delete, rows) in deletes.iter().zip(read) {
+        for (path, position) in rows {
+            let path = snapshot.resolve(&path);
+            match sequence.get(path.as_str()) {
+                Some(&data_sequence) if data_sequence <= delete.sequence_number => {
+                    deleted.entry(path).or_default().push(position)
+                }
+                _ => {}
+            }
+        }
+    }
+    for positions in deleted.values_mut() {
+        positions.sort_unstable();
+        positions.dedup();
+    }
+    Ok(deleted)
+}
+
+/// The `(file_path, pos)` rows of one position delete file.
+async fn positions(runtime: &QuiverRuntime, path: &str) -> Result<Vec<(String, u64)>> {
+    let bytes = read_object(runtime, path).await?;
+    let fail = |e: &dyn std::fmt::Display| {
+        DataFusionError::Plan(format!("{path}: not a position delete file ({e})"))
+    };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| fail(&e))?;
+    let descriptor = builder.parquet_schema();
+    let wanted: Vec<usize> = (0..descriptor.num_columns())
+        .filter(|&i| matches!(descriptor.column(i).name(), "file_path" | "pos"))
+        .collect();
+    if wanted.len() != 2 {
+        return Err(fail(&"it lacks the file_path and pos columns"));
+    }
+    let mask = ProjectionMask::leaves(descriptor, wanted);
+    let reader = builder
+        .with_projection(mask)
+        .build()
+        .map_err(|e| fail(&e))?;
+    let mut rows = vec![];
+    for batch in reader {
+        let batch: RecordBatch = batch.map_err(|e| fail(&e))?;
+        let (Some(paths), Some(positions)) = (
+            batch.column_by_name("file_path"),
+            batch.column_by_name("pos"),
+        ) else {
+            return Err(fail(&"it lacks the file_path and pos columns"));
+        };
+        let paths = cast(paths, &DataType::Utf8)?;
+        let positions = cast(positions, &DataType::Int64)?;
+        let (paths, positions) = (
+            paths.as_string::<i32>(),
+            positions.as_primitive::<Int64Type>(),
+        );
+        for row in 0..batch.num_rows() {
+            if paths.is_valid(row) && positions.is_valid(row) && positions.value(row) >= 0 {
+                rows.push((paths.value(row).to_string(), positions.value(row) as u64));
+            }
+        }
+    }
+    Ok(rows)
+}

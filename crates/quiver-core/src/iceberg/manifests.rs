@@ -1,0 +1,123 @@
+//! A snapshot's manifest list and its manifests, as the spec lays them out (versions 1 and
+//! 2): which manifests hold data or deletes, and each live file's path, size, rows and
+//! per-column bounds and null counts.
+
+use std::collections::HashMap;
+
+use super::avro::{Container, Value};
+
+/// A manifest, as the manifest list describes it.
+#[derive(Debug, Clone)]
+pub struct ManifestFile {
+    pub path: String,
+    /// 0: data files; 1: delete files.
+    pub content: i64,
+    pub sequence_number: i64,
+}
+
+/// What a file holds (`content` in the spec's `data_file`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Content {
+    Data,
+    PositionDeletes,
+    EqualityDeletes,
+}
+
+/// A live file of a manifest (a data or a delete file).
+#[derive(Debug, Clone)]
+pub struct ManifestEntry {
+    pub content: Content,
+    pub path: String,
+    pub format: String,
+    pub records: i64,
+    pub size: u64,
+    /// `status` of the entry: 0 existing, 1 added.
+    pub status: i64,
+    /// The data sequence number, inherited from the manifest when the entry has none.
+    pub sequence_number: i64,
+    pub lower: HashMap<i32, Vec<u8>>,
+    pub upper: HashMap<i32, Vec<u8>>,
+    pub null_counts: HashMap<i32, i64>,
+}
+
+/// The manifests a manifest list names.
+pub fn manifest_list(container: &Container) -> Result<Vec<ManifestFile>, String> {
+    container
+        .records
+        .iter()
+        .map(|record| {
+            let path = record.get("manifest_path").as_str();
+            let path = path.ok_or("a manifest list entry without manifest_path")?;
+            Ok(ManifestFile {
+                path: path.to_string(),
+                content: record.get("content").as_long().unwrap_or(0),
+                sequence_number: record.get("sequence_number").as_long().unwrap_or(0),
+            })
+        })
+        .collect()
+}
+
+/// The live entries of a manifest (those not marked deleted).
+pub fn manifest_entries(
+    container: &Container,
+    manifest: &ManifestFile,
+) -> Result<Vec<ManifestEntry>, String> {
+    let mut entries = vec![];
+    for record in &container.records {
+        let status = record.get("status").as_long().unwrap_or(1);
+        if status == 2 {
+            continue;
+        }
+        let file = record.get("data_file");
+        let path = file.get("file_path").as_str();
+        let path = path.ok_or("a manifest entry without file_path")?;
+        let content = match file.get("content").as_long().unwrap_or(0) {
+            0 => Content::Data,
+            1 => Content::PositionDeletes,
+            2 => Content::EqualityDeletes,
+            other => return Err(format!("{path}: unknown file content {other}")),
+        };
+        entries.push(ManifestEntry {
+            content,
+            path: path.to_string(),
+            format: file
+                .get("file_format")
+                .as_str()
+                .unwrap_or("PARQUET")
+                .to_string(),
+            records: file.get("record_count").as_long().unwrap_or(0),
+            size: file.get("file_size_in_bytes").as_long().unwrap_or(0).max(0) as u64,
+            status,
+            sequence_number: record
+                .get("sequence_number")
+                .as_long()
+                .unwrap_or(manifest.sequence_number),
+            lower: bytes_by_id(file.get("lower_bounds")),
+            upper: bytes_by_id(file.get("upper_bounds")),
+            null_counts: longs_by_id(file.get("null_value_counts")),
+        });
+    }
+    Ok(entries)
+}
+
+/// A map of field id to bytes, which Avro keeps as an array of key-value records.
+fn bytes_by_id(value: &Value) -> HashMap<i32, Vec<u8>> {
+    value
+        .items()
+        .iter()
+        .filter_map(|kv| {
+            Some((
+                kv.get("key").as_long()? as i32,
+                kv.get("value").as_bytes()?.to_vec(),
+            ))
+        })
+        .collect()
+}
+
+fn longs_by_id(value: &Value) -> HashMap<i32, i64> {
+    value
+        .items()
+        .iter()
+        .filter_map(|kv| Some((kv.get("key").as_long()? as i32, kv.get("value").as_long()?)))
+        .collect()
+}
