@@ -36,6 +36,9 @@ function summary(p: Profile): HTMLElement {
     `row groups: ${p.row_groups} read, ${p.row_groups_pruned} pruned`,
     `files: ${p.files} read, ${p.files_pruned} pruned` +
       (p.files_index_pruned ? `, ${p.files_index_pruned} by the index` : ""),
+    ...(p.manifests || p.manifests_pruned
+      ? [`manifests: ${p.manifests} read, ${p.manifests_pruned} pruned`]
+      : []),
     plural(p.buckets_total, "bucket"),
     `${formatMs(p.elapsed_ms)} in all` + (phases ? `: ${phases}` : ""),
   ];

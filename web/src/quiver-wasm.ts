@@ -45,6 +45,8 @@ export interface Metrics {
   files: number;
   files_pruned: number;
   files_index_pruned: number;
+  manifests: number;
+  manifests_pruned: number;
   row_groups: number;
   row_groups_pruned: number;
   buckets_total: number;

@@ -31,6 +31,10 @@ pub struct QueryMetrics {
     pub files_pruned: AtomicU64,
     /// Files the persistent index ruled out: their footers were never read.
     pub files_index_pruned: AtomicU64,
+    /// An Iceberg table's manifests read, and those its manifest list's partition
+    /// summaries ruled out (never read).
+    pub manifests: AtomicU64,
+    pub manifests_pruned: AtomicU64,
     pub row_groups: AtomicU64,
     pub row_groups_pruned: AtomicU64,
     pub buckets_total: AtomicU64,
@@ -114,6 +118,8 @@ pub struct MetricsSnapshot {
     pub files: u64,
     pub files_pruned: u64,
     pub files_index_pruned: u64,
+    pub manifests: u64,
+    pub manifests_pruned: u64,
     pub row_groups: u64,
     pub row_groups_pruned: u64,
     pub buckets_total: u64,
@@ -146,6 +152,8 @@ impl MetricsSnapshot {
         self.files += other.files;
         self.files_pruned += other.files_pruned;
         self.files_index_pruned += other.files_index_pruned;
+        self.manifests += other.manifests;
+        self.manifests_pruned += other.manifests_pruned;
         self.row_groups += other.row_groups;
         self.row_groups_pruned += other.row_groups_pruned;
         self.buckets_total += other.buckets_total;
@@ -203,6 +211,12 @@ impl MetricsSnapshot {
             self.disk_cache_hits,
             self.disk_cache_hit_bytes,
         );
+        if self.manifests + self.manifests_pruned > 0 {
+            out.push_str(&format!(
+                "manifests: {} read, {} pruned by their partitions\n",
+                self.manifests, self.manifests_pruned
+            ));
+        }
         for phase in &self.phases {
             out.push_str(&format!("time {}: {:.1} ms\n", phase.name, phase.ms));
         }
@@ -248,6 +262,8 @@ impl QueryMetrics {
             files: g(&self.files),
             files_pruned: g(&self.files_pruned),
             files_index_pruned: g(&self.files_index_pruned),
+            manifests: g(&self.manifests),
+            manifests_pruned: g(&self.manifests_pruned),
             row_groups: g(&self.row_groups),
             row_groups_pruned: g(&self.row_groups_pruned),
             buckets_total: g(&self.buckets_total),

@@ -13,9 +13,36 @@ use datafusion::common::{Column, DFSchema, ScalarValue};
 use datafusion::error::Result;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::Expr;
-use datafusion::physical_optimizer::pruning::PruningPredicate;
+use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::file::metadata::{ParquetMetaData, RowGroupMetaData};
+
+/// The filters that name only columns of `schema`, as one predicate over min/max
+/// statistics; none when no filter applies or DataFusion cannot build one.
+pub fn pruning_predicate(
+    state: &dyn Session,
+    filters: &[Expr],
+    schema: &SchemaRef,
+) -> Result<Option<PruningPredicate>> {
+    let on_schema: Vec<Expr> = filters
+        .iter()
+        .filter(|f| {
+            f.column_refs()
+                .iter()
+                .all(|c| schema.index_of(&c.name).is_ok())
+        })
+        .cloned()
+        .collect();
+    let Some(filter) = conjunction(on_schema) else {
+        return Ok(None);
+    };
+    let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
+    let physical = state.create_physical_expr(filter, &df_schema)?;
+    Ok(PruningPredicateBuilder::new()
+        .with_file_schema(Arc::clone(schema))
+        .try_build(physical)
+        .ok())
+}
 
 /// Which row groups of one file may hold rows that pass `predicate`.
 pub fn row_groups_to_read(

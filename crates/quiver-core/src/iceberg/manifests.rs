@@ -1,6 +1,6 @@
 //! A snapshot's manifest list and its manifests, as the spec lays them out (versions 1 and
-//! 2): which manifests hold data or deletes, and each live file's path, size, rows and
-//! per-column bounds and null counts.
+//! 2): which manifests hold data or deletes, with their partitions' summaries, and each
+//! live file's path, size, rows and per-column bounds and null counts.
 
 use std::collections::HashMap;
 
@@ -13,6 +13,16 @@ pub struct ManifestFile {
     /// 0: data files; 1: delete files.
     pub content: i64,
     pub sequence_number: i64,
+    pub spec_id: i32,
+    /// The bounds of each partition field (in its spec's order) over the manifest's files.
+    pub partitions: Vec<FieldSummary>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct FieldSummary {
+    pub contains_null: bool,
+    pub lower: Option<Vec<u8>>,
+    pub upper: Option<Vec<u8>>,
 }
 
 /// What a file holds (`content` in the spec's `data_file`).
@@ -48,10 +58,22 @@ pub fn manifest_list(container: &Container) -> Result<Vec<ManifestFile>, String>
         .map(|record| {
             let path = record.get("manifest_path").as_str();
             let path = path.ok_or("a manifest list entry without manifest_path")?;
+            let partitions = record
+                .get("partitions")
+                .items()
+                .iter()
+                .map(|summary| FieldSummary {
+                    contains_null: summary.get("contains_null") != &Value::Boolean(false),
+                    lower: summary.get("lower_bound").as_bytes().map(<[u8]>::to_vec),
+                    upper: summary.get("upper_bound").as_bytes().map(<[u8]>::to_vec),
+                })
+                .collect();
             Ok(ManifestFile {
                 path: path.to_string(),
                 content: record.get("content").as_long().unwrap_or(0),
                 sequence_number: record.get("sequence_number").as_long().unwrap_or(0),
+                spec_id: record.get("partition_spec_id").as_long().unwrap_or(0) as i32,
+                partitions,
             })
         })
         .collect()

@@ -5,7 +5,7 @@
 //! footer is read; position deletes become row selections of the scan.
 //!
 //! avro (the container files) · spec (metadata.json) · manifests (lists and entries) ·
-//! bounds (the bounds' binary form) · deletes (position delete files) · table (the
+//! partitions (manifests pruned by their summaries) · bounds (the bounds' binary form) · deletes (position delete files) · table (the
 //! provider) · introspect (`iceberg_snapshots`, `iceberg_metadata`).
 
 mod avro;
@@ -13,6 +13,7 @@ mod bounds;
 mod deletes;
 mod introspect;
 mod manifests;
+mod partitions;
 mod spec;
 mod table;
 

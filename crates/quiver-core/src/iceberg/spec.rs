@@ -1,5 +1,5 @@
 //! A table's metadata file (`*.metadata.json`) as the Iceberg spec lays it out: its
-//! schemas and snapshots, and the snapshot a query reads (the current one,
+//! schemas, partition specs and snapshots, and the snapshot a query reads (the current one,
 //! or one named by id or time). Format versions 1 and 2; fields of later versions are
 //! ignored where they change nothing a reader needs.
 
@@ -25,6 +25,8 @@ pub struct TableMetadata {
     #[serde(default)]
     pub current_schema_id: Option<i32>,
     #[serde(default)]
+    pub partition_specs: Vec<PartitionSpec>,
+    #[serde(default)]
     pub current_snapshot_id: Option<i64>,
     #[serde(default)]
     pub snapshots: Vec<Snapshot>,
@@ -46,6 +48,22 @@ pub struct IcebergField {
     pub required: bool,
     #[serde(rename = "type")]
     pub kind: Json,
+}
+
+/// How a table's files are partitioned: each field a transform of a source column.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct PartitionSpec {
+    #[serde(default)]
+    pub spec_id: i32,
+    pub fields: Vec<PartitionField>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct PartitionField {
+    pub source_id: i32,
+    pub transform: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -124,6 +142,10 @@ impl TableMetadata {
         } else {
             ids.join(", ")
         }
+    }
+
+    pub fn spec(&self, id: i32) -> Option<&PartitionSpec> {
+        self.partition_specs.iter().find(|s| s.spec_id == id)
     }
 
     /// The schema a snapshot was written with (time travel reads the table as it was), or

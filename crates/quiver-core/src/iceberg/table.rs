@@ -8,10 +8,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::array::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::stats::Precision;
 use datafusion::common::{ScalarValue, Statistics};
+use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
 use datafusion::physical_plan::empty::EmptyExec;
@@ -20,10 +22,13 @@ use futures::future::try_join_all;
 
 use super::bounds::bound;
 use super::manifests::{Content, ManifestEntry};
+use super::partitions::manifests_to_read;
 use super::{deletes, plan_error, IcebergOptions, IcebergSnapshot};
 use crate::index::{FileEntry, FileIndex};
+use crate::metrics::QueryMetrics;
+use crate::prune::pruning_predicate;
 use crate::runtime::QuiverRuntime;
-use crate::scan::FIELD_ID;
+use crate::scan::{ManifestCounts, FIELD_ID};
 use crate::source::ObjectMeta;
 use crate::table::{QuiverTable, TableOptions};
 
@@ -69,19 +74,44 @@ impl IcebergTable {
         }
     }
 
-    /// Every live entry of the snapshot's manifests.
-    async fn entries(&self, runtime: &QuiverRuntime) -> Result<Vec<ManifestEntry>> {
+    /// The live entries of the manifests that `filters` may need, and how many manifests
+    /// were read and pruned.
+    async fn entries(
+        &self,
+        state: &dyn Session,
+        runtime: &QuiverRuntime,
+        filters: &[Expr],
+    ) -> Result<(Vec<ManifestEntry>, ManifestCounts)> {
         let snapshot = &self.snapshot;
-        let read = snapshot
-            .manifests
-            .iter()
-            .map(|m| snapshot.entries(runtime, m));
-        Ok(try_join_all(read).await?.into_iter().flatten().collect())
+        let manifests = &snapshot.manifests;
+        let keep = match pruning_predicate(state, filters, &self.schema)? {
+            Some(predicate) => {
+                manifests_to_read(&predicate, &snapshot.metadata, manifests, &self.schema)
+            }
+            None => vec![true; manifests.len()],
+        };
+        let kept: Vec<_> = manifests.iter().zip(&keep).filter(|(_, k)| **k).collect();
+        let counts = ManifestCounts {
+            read: kept.len(),
+            pruned: manifests.len() - kept.len(),
+        };
+        let metrics = runtime.metrics();
+        QueryMetrics::add(&metrics.manifests, counts.read as u64);
+        QueryMetrics::add(&metrics.manifests_pruned, counts.pruned as u64);
+        let read = kept.iter().map(|(m, _)| snapshot.entries(runtime, m));
+        let entries = try_join_all(read).await?.into_iter().flatten().collect();
+        Ok((entries, counts))
     }
 
-    /// The table of the data files, each with its manifest's bounds and deleted rows.
-    async fn files_table(&self, runtime: &QuiverRuntime) -> Result<Option<QuiverTable>> {
-        let entries = self.entries(runtime).await?;
+    /// The table of the data files `filters` may need, each with its manifest's bounds and
+    /// deleted rows.
+    async fn files_table(
+        &self,
+        state: &dyn Session,
+        runtime: &QuiverRuntime,
+        filters: &[Expr],
+    ) -> Result<Option<QuiverTable>> {
+        let (entries, counts) = self.entries(state, runtime, filters).await?;
         let (data, deletes): (Vec<_>, Vec<_>) = entries
             .into_iter()
             .partition(|e| e.content == Content::Data);
@@ -111,7 +141,7 @@ impl IcebergTable {
         let index = self.file_index(&data, &metas, deleted.is_empty())?;
         let name = self.snapshot.location.clone();
         let table = QuiverTable::of_files(name, metas, &self.iceberg_schema, index, &self.options);
-        Ok(Some(table.with_deleted_rows(deleted)))
+        Ok(Some(table.with_snapshot(deleted, counts)))
     }
 
     /// The manifests' bounds and null counts as a file index.
@@ -203,7 +233,11 @@ impl TableProvider for IcebergTable {
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let runtime = QuiverRuntime::of(state.config())?;
-        match self.files_table(&runtime).await? {
+        // A count: the snapshot's summary holds it, when no deletes apply.
+        if let (Some(rows), Some([])) = (self.exact_rows(), projection.map(Vec::as_slice)) {
+            return rows_only(rows);
+        }
+        match self.files_table(state, &runtime, filters).await? {
             Some(table) => table.scan(state, projection, filters, limit).await,
             None => {
                 let schema = match projection {
@@ -214,4 +248,18 @@ impl TableProvider for IcebergTable {
             }
         }
     }
+}
+
+/// `rows` rows of no columns, in batches of a million at most.
+fn rows_only(rows: usize) -> Result<Arc<dyn ExecutionPlan>> {
+    const BATCH: usize = 1 << 20;
+    let schema = Arc::new(Schema::empty());
+    let batches = (0..rows.div_ceil(BATCH))
+        .map(|i| {
+            let count = BATCH.min(rows - i * BATCH);
+            let options = RecordBatchOptions::new().with_row_count(Some(count));
+            RecordBatch::try_new_with_options(Arc::clone(&schema), vec![], &options)
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(MemorySourceConfig::try_new_exec(&[batches], schema, None)?)
 }

@@ -49,7 +49,7 @@ use crate::runtime::QuiverRuntime;
 
 pub use field_ids::{renamed as renamed_by_field_id, FIELD_ID};
 pub use reads::BucketRead;
-pub use work::{ScanFile, ScanSummary};
+pub use work::{ManifestCounts, ScanFile, ScanSummary};
 
 /// The scan over buckets. Output partition `i` reads the buckets of `partitions[i]`.
 #[derive(Debug, Clone)]
@@ -258,9 +258,14 @@ impl DisplayAs for BucketScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let s = &self.summary;
         let buckets: usize = self.partitions.iter().map(Vec::len).sum();
+        write!(f, "BucketScanExec: ")?;
+        if let Some(manifests) = &s.manifests {
+            let (read, pruned) = (manifests.read, manifests.pruned);
+            write!(f, "manifests={read} (pruned {pruned} by partitions), ")?;
+        }
         write!(
             f,
-            "BucketScanExec: files={} (pruned {}, by the index {}), row groups={} (pruned {}), buckets={} in {} partitions, bytes planned={}",
+            "files={} (pruned {}, by the index {}), row groups={} (pruned {}), buckets={} in {} partitions, bytes planned={}",
             s.files,
             s.files_pruned,
             s.files_index_pruned,

@@ -31,6 +31,9 @@ pub struct ScanFile {
 /// What the plan says it will read, for EXPLAIN.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ScanSummary {
+    /// The Iceberg manifests the files were found in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifests: Option<ManifestCounts>,
     pub files: usize,
     pub files_pruned: usize,
     /// Of those, ruled out by the persistent index (no footer read).
@@ -38,4 +41,11 @@ pub struct ScanSummary {
     pub row_groups: usize,
     pub row_groups_pruned: usize,
     pub bytes_planned: u64,
+}
+
+/// An Iceberg snapshot's manifests: read, and ruled out by their partitions' summaries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestCounts {
+    pub read: usize,
+    pub pruned: usize,
 }

@@ -27,7 +27,7 @@ use crate::index::FileIndex;
 use crate::metrics::QueryMetrics;
 use crate::options::{IndexSetting, Settings};
 use crate::runtime::QuiverRuntime;
-use crate::scan::ScanSummary;
+use crate::scan::{ManifestCounts, ScanSummary};
 use crate::source::{list_files, ListedFile, Listing, ListingOptions, ObjectMeta};
 
 #[derive(Debug, Clone, Default)]
@@ -77,6 +77,8 @@ pub struct QuiverTable {
     /// Rows deleted since their files were written, by path (an Iceberg table's position
     /// deletes): the scan skips them.
     deleted_rows: Arc<HashMap<String, Vec<u64>>>,
+    /// The manifests its files were found in (an Iceberg table's), for EXPLAIN.
+    manifests: Option<ManifestCounts>,
 }
 
 impl QuiverTable {
@@ -101,6 +103,7 @@ impl QuiverTable {
             deferred: true,
             index: None,
             deleted_rows: Arc::default(),
+            manifests: None,
         })
     }
 
@@ -136,6 +139,7 @@ impl QuiverTable {
             deferred: false,
             index: Some(Arc::new(index)),
             deleted_rows: Arc::default(),
+            manifests: None,
         }
     }
 
@@ -144,10 +148,16 @@ impl QuiverTable {
         Arc::new(Schema::new(schema::typed_fields(stored.clone(), options)))
     }
 
-    /// The table with rows of its files deleted (sorted positions, by path).
-    pub fn with_deleted_rows(self, deleted_rows: HashMap<String, Vec<u64>>) -> Self {
+    /// The table as a snapshot's manifests give it: rows of its files deleted (sorted
+    /// positions, by path), and how many manifests were read to find them.
+    pub fn with_snapshot(
+        self,
+        deleted_rows: HashMap<String, Vec<u64>>,
+        manifests: ManifestCounts,
+    ) -> Self {
         Self {
             deleted_rows: Arc::new(deleted_rows),
+            manifests: Some(manifests),
             ..self
         }
     }
@@ -230,6 +240,7 @@ impl TableProvider for QuiverTable {
         let files = (self.plan_files(&runtime, &kept, predicate.as_ref(), &columns)).await?;
         metrics.record_phase("footers", started.elapsed());
         let summary = ScanSummary {
+            manifests: self.manifests,
             files: kept.len(),
             files_pruned: self.listing.files.len() - kept.len(),
             files_index_pruned: index_pruned,

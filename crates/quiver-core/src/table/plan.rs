@@ -8,18 +8,17 @@ use std::sync::Arc;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
-use datafusion::common::{DFSchema, ScalarValue, Statistics};
+use datafusion::common::{ScalarValue, Statistics};
 use datafusion::error::Result;
-use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::Expr;
-use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
+use datafusion::physical_optimizer::pruning::PruningPredicate;
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::QuiverTable;
 use crate::bucket::{group_buckets, plan_buckets, FileWork};
 use crate::fetch::ProjectedColumns;
 use crate::metrics::QueryMetrics;
-use crate::prune::row_groups_to_read;
+use crate::prune::{pruning_predicate, row_groups_to_read};
 use crate::runtime::QuiverRuntime;
 use crate::scan::{renamed_by_field_id, BucketScanExec, ScanFile, ScanSummary};
 use crate::statistics;
@@ -79,32 +78,13 @@ impl QuiverTable {
         })
     }
 
-    /// The filters on file columns as one predicate over row-group statistics; none when
-    /// no filter applies or DataFusion cannot build one.
+    /// The filters on file columns as one predicate over row-group statistics.
     pub(super) fn pruning_predicate(
         &self,
         state: &dyn Session,
         filters: &[Expr],
     ) -> Result<Option<PruningPredicate>> {
-        let file_schema = self.file_schema();
-        let on_files: Vec<Expr> = filters
-            .iter()
-            .filter(|f| {
-                f.column_refs()
-                    .iter()
-                    .all(|c| file_schema.index_of(&c.name).is_ok())
-            })
-            .cloned()
-            .collect();
-        let Some(filter) = conjunction(on_files) else {
-            return Ok(None);
-        };
-        let df_schema = DFSchema::try_from(file_schema.as_ref().clone())?;
-        let physical = state.create_physical_expr(filter, &df_schema)?;
-        Ok(PruningPredicateBuilder::new()
-            .with_file_schema(file_schema)
-            .try_build(physical)
-            .ok())
+        pruning_predicate(state, filters, &self.file_schema())
     }
 
     /// The kept files' footers, read concurrently, each to the work its row groups hold.
