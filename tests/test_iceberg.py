@@ -4,12 +4,12 @@ venv of its own) and of pyiceberg, on small tables pyiceberg writes once per ses
 (iceberg_tables.py: day() and bucket() partitions, an overwrite and a delete, a renamed,
 promoted and added column, hand-made position and equality delete files).
 
-It shows that quiver reads the current snapshot of every table as both do (position deletes
-applied, old files read by field id), travels in time by snapshot id and by timestamp (with
-the schema of that snapshot), prunes data files by the manifests' column bounds before
+It shows that quiver reads the current snapshot of every table as both do (position and
+equality deletes applied, old files read by field id), travels in time by snapshot id and by
+timestamp (with the schema of that snapshot), prunes data files by the manifests' column bounds before
 reading any footer, lists snapshots and manifest entries as DuckDB does, refuses what it
-cannot read (not a table, no such snapshot, equality deletes) with a clear error rather than
-a wrong answer, and reads a table moved to S3 (MinIO) with allow_moved_paths.
+cannot read (not a table, no such snapshot, an unknown option, a damaged manifest) with a
+clear error rather than a wrong answer, and reads a table moved to S3 (MinIO) with allow_moved_paths.
 
 Quiver is given the table folder (it finds the newest metadata file), DuckDB the metadata
 file itself (it finds none without unsafe_enable_version_guessing). Values are compared as
@@ -18,6 +18,7 @@ text in one form (iceberg_duckdb.canonical: NULL '', floats by repr, timestamps 
 import datetime
 import os
 import re
+import shutil
 import uuid
 from dataclasses import dataclass
 
@@ -28,7 +29,7 @@ from conftest import BUCKET
 from harness import parse_csv
 from iceberg_duckdb import canonical_rows, cell_text
 
-CURRENT_TABLES = ["events", "bucketed", "evolved", "posdeletes"]
+CURRENT_TABLES = ["events", "bucketed", "evolved", "posdeletes", "eqdeletes"]
 ONE_DAY = "ts >= TIMESTAMP '2024-01-05' AND ts < TIMESTAMP '2024-01-06'"
 
 
@@ -114,13 +115,18 @@ def test_current_snapshot_reads_as_duckdb_and_pyiceberg(quiver, tables, name):
     header, rows = ours(quiver, star)
     assert header == duck_star["columns"]
     assert rows == theirs(duck_star), f"{star}: quiver and DuckDB differ"
-    py_header, py_rows = pyiceberg_rows(tables, name)
-    assert (header, rows) == (py_header, py_rows), f"{star}: quiver and pyiceberg differ"
     assert described(ours(quiver, describe)[1]) == described(theirs(duck_describe))
     # count(*) is not answered from the manifests' record counts (deletes would be missed).
+    assert ours(quiver, count)[1] == theirs(duck_count)
+    if name == "eqdeletes":
+        # pyiceberg 0.12 refuses equality deletes; DuckDB's answer is the reference (1000
+        # rows less the 334 ids divisible by 3).
+        assert ours(quiver, count)[1] == [["666", "332667"]]
+        return
+    py_header, py_rows = pyiceberg_rows(tables, name)
+    assert (header, rows) == (py_header, py_rows), f"{star}: quiver and pyiceberg differ"
     info = tables.info[name]
-    assert ours(quiver, count)[1] == theirs(duck_count) == [[str(info["rows"]),
-                                                             str(info["sum_id"])]]
+    assert ours(quiver, count)[1] == [[str(info["rows"]), str(info["sum_id"])]]
 
 
 # b. time travel
@@ -266,23 +272,35 @@ def test_iceberg_metadata_as_duckdb(quiver, tables, name):
 # f. errors
 
 
-def error_cases(tables):
+def damaged_table(tables, tmp_path):
+    """A copy of the events table with one manifest cut short; its folder and the path."""
+    copy = tmp_path / "events"
+    shutil.copytree(tables.folder("events"), copy)
+    manifest = next(p for p in sorted((copy / "metadata").glob("*-m*.avro")))
+    manifest.write_bytes(manifest.read_bytes()[:200])
+    return str(copy), manifest.name
+
+
+def error_cases(tables, tmp_path):
     events = tables.folder("events")
-    eq_q, _ = tables.scans("eqdeletes")
+    damaged, manifest = damaged_table(tables, tmp_path)
     return {
         "not a table": (f"SELECT * FROM iceberg_scan('{os.path.dirname(events)}')",
                         r"not an Iceberg table"),
         "no such snapshot": (f"SELECT count(*) FROM iceberg_scan('{events}', "
                              f"snapshot_from_id => 12345)", r"no snapshot 12345"),
-        "equality deletes, all rows": (f"SELECT * FROM {eq_q}", r"equality delete"),
-        "equality deletes, count": (f"SELECT count(*) FROM {eq_q}", r"equality delete"),
+        "an unknown option": (f"SELECT * FROM iceberg_scan('{events}', snapshot => 1)",
+                              r"unknown option 'snapshot'"),
+        # Read with the paths the metadata holds, rewritten to the copy's.
+        "a damaged manifest": (f"SELECT * FROM iceberg_scan('{damaged}', "
+                               f"allow_moved_paths => true)", re.escape(manifest)),
     }
 
 
-@pytest.mark.parametrize("case", ["not a table", "no such snapshot",
-                                  "equality deletes, all rows", "equality deletes, count"])
-def test_what_cannot_be_read_is_a_clear_error(quiver, tables, case):
-    sql, message = error_cases(tables)[case]
+@pytest.mark.parametrize("case", ["not a table", "no such snapshot", "an unknown option",
+                                  "a damaged manifest"])
+def test_what_cannot_be_read_is_a_clear_error(quiver, tables, case, tmp_path):
+    sql, message = error_cases(tables, tmp_path)[case]
     proc = quiver.run("query", "--format", "csv", sql)  # (run fails on a panic)
     assert proc.returncode != 0 and proc.stdout == "", (
         f"{sql}: expected an error, got exit {proc.returncode}\n{proc.stdout}{proc.stderr}")

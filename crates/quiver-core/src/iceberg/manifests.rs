@@ -45,6 +45,9 @@ pub struct ManifestEntry {
     pub status: i64,
     /// The data sequence number, inherited from the manifest when the entry has none.
     pub sequence_number: i64,
+    /// Its partition: the spec, and the value of each of the spec's fields.
+    pub spec_id: i32,
+    pub partition: Value,
     pub lower: HashMap<i32, Vec<u8>>,
     pub upper: HashMap<i32, Vec<u8>>,
     pub null_counts: HashMap<i32, i64>,
@@ -114,6 +117,8 @@ pub fn manifest_entries(
                 .get("sequence_number")
                 .as_long()
                 .unwrap_or(manifest.sequence_number),
+            spec_id: manifest.spec_id,
+            partition: file.get("partition").clone(),
             lower: bytes_by_id(file.get("lower_bounds")),
             upper: bytes_by_id(file.get("upper_bounds")),
             null_counts: longs_by_id(file.get("null_value_counts")),

@@ -2,15 +2,18 @@
 //! metadata file (the newest, or a named version), the snapshot a query asks for, its
 //! manifest list, then, per query, only the manifests its filters may need. The manifests'
 //! per-file bounds become the table's file index, so filters drop data files before any
-//! footer is read; position deletes become row selections of the scan.
+//! footer is read; position deletes become row selections of the scan, equality deletes
+//! anti-joins.
 //!
 //! avro (the container files) · spec (metadata.json) · manifests (lists and entries) ·
-//! partitions (manifests pruned by their summaries) · bounds (the bounds' binary form) · deletes (position delete files) · table (the
+//! partitions (manifests pruned by their summaries) · bounds (the bounds' binary form) ·
+//! deletes (position delete files) · equality (equality delete files) · table (the
 //! provider) · introspect (`iceberg_snapshots`, `iceberg_metadata`).
 
 mod avro;
 mod bounds;
 mod deletes;
+mod equality;
 mod introspect;
 mod manifests;
 mod partitions;

@@ -4,7 +4,7 @@
 //! the position deletes of the data files kept, and hands the rest to a `QuiverTable` of
 //! those files: one scan, with its buckets, fetch, caches and metrics.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -16,11 +16,16 @@ use datafusion::common::{ScalarValue, Statistics};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::union::UnionExec;
 use datafusion::physical_plan::ExecutionPlan;
 use futures::future::try_join_all;
 
 use super::bounds::bound;
+use super::equality::{self, EqualityDelete};
 use super::manifests::{Content, ManifestEntry};
 use super::partitions::manifests_to_read;
 use super::{deletes, plan_error, IcebergOptions, IcebergSnapshot};
@@ -103,27 +108,19 @@ impl IcebergTable {
         Ok((entries, counts))
     }
 
-    /// The table of the data files `filters` may need, each with its manifest's bounds and
-    /// deleted rows.
-    async fn files_table(
+    /// The data files `filters` may need, in groups that the same equality deletes apply
+    /// to: each a table of its files (with their bounds and deleted rows) and the indexes
+    /// of its deletes among those returned.
+    async fn file_groups(
         &self,
         state: &dyn Session,
         runtime: &QuiverRuntime,
         filters: &[Expr],
-    ) -> Result<Option<QuiverTable>> {
+    ) -> Result<(Vec<(QuiverTable, Vec<usize>)>, Vec<EqualityDelete>)> {
         let (entries, counts) = self.entries(state, runtime, filters).await?;
         let (data, deletes): (Vec<_>, Vec<_>) = entries
             .into_iter()
             .partition(|e| e.content == Content::Data);
-        if let Some(equality) = deletes
-            .iter()
-            .find(|d| d.content == Content::EqualityDeletes)
-        {
-            return Err(DataFusionError::NotImplemented(format!(
-                "{}: equality delete files ({}) are not read yet; position deletes are",
-                self.snapshot.location, equality.path
-            )));
-        }
         if let Some(other) = data
             .iter()
             .find(|d| !d.format.eq_ignore_ascii_case("parquet"))
@@ -134,14 +131,77 @@ impl IcebergTable {
             )));
         }
         if data.is_empty() {
-            return Ok(None);
+            return Ok((vec![], vec![]));
         }
-        let deleted = deletes::deleted_rows(runtime, &self.snapshot, &data, &deletes).await?;
+        let (equality, positions): (Vec<_>, Vec<_>) = deletes
+            .into_iter()
+            .partition(|d| d.content == Content::EqualityDeletes);
+        let deleted = deletes::deleted_rows(runtime, &self.snapshot, &data, &positions).await?;
+        let equality = equality::read_all(runtime, &self.iceberg_schema, equality).await?;
         let metas = try_join_all(data.iter().map(|d| object_meta(runtime, d))).await?;
-        let index = self.file_index(&data, &metas, deleted.is_empty())?;
-        let name = self.snapshot.location.clone();
-        let table = QuiverTable::of_files(name, metas, &self.iceberg_schema, index, &self.options);
-        Ok(Some(table.with_snapshot(deleted, counts)))
+        let exact = deleted.is_empty() && equality.is_empty();
+        let index = Arc::new(self.file_index(&data, &metas, exact)?);
+        let deleted = Arc::new(deleted);
+        let mut groups: BTreeMap<Vec<usize>, Vec<ObjectMeta>> = BTreeMap::new();
+        for (entry, meta) in data.iter().zip(metas) {
+            let metadata = &self.snapshot.metadata;
+            let applying = (0..equality.len())
+                .filter(|&j| equality[j].applies_to(entry, metadata))
+                .collect();
+            groups.entry(applying).or_default().push(meta);
+        }
+        let name = &self.snapshot.location;
+        let tables = groups
+            .into_iter()
+            .map(|(applying, metas)| {
+                let table = QuiverTable::of_files(
+                    name.clone(),
+                    metas,
+                    &self.iceberg_schema,
+                    Arc::clone(&index),
+                    &self.options,
+                );
+                (table.with_snapshot(Arc::clone(&deleted), counts), applying)
+            })
+            .collect();
+        Ok((tables, equality))
+    }
+
+    /// `table`'s scan with the key columns of `deletes`, less the rows they delete, then
+    /// with the columns asked for.
+    async fn scan_without_deleted(
+        &self,
+        state: &dyn Session,
+        table: &QuiverTable,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        deletes: &[&EqualityDelete],
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let wanted: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.schema.fields().len()).collect(),
+        };
+        let mut wide = wanted.clone();
+        for key in deletes.iter().flat_map(|d| &d.columns) {
+            let column = self.schema.index_of(key)?;
+            if !wide.contains(&column) {
+                wide.push(column);
+            }
+        }
+        let scan = table.scan(state, Some(&wide), filters, None).await?;
+        let kept = equality::without_deleted(scan, deletes)?;
+        if wide.len() == wanted.len() {
+            return Ok(kept);
+        }
+        let output = kept.schema();
+        let columns = (0..wanted.len()).map(|i| {
+            let name = output.field(i).name();
+            (
+                Arc::new(Column::new(name, i)) as Arc<dyn PhysicalExpr>,
+                name.clone(),
+            )
+        });
+        Ok(Arc::new(ProjectionExec::try_new(columns, kept)?))
     }
 
     /// The manifests' bounds and null counts as a file index.
@@ -237,15 +297,28 @@ impl TableProvider for IcebergTable {
         if let (Some(rows), Some([])) = (self.exact_rows(), projection.map(Vec::as_slice)) {
             return rows_only(rows);
         }
-        match self.files_table(state, &runtime, filters).await? {
-            Some(table) => table.scan(state, projection, filters, limit).await,
-            None => {
+        let (groups, equality) = self.file_groups(state, &runtime, filters).await?;
+        let mut plans = Vec::with_capacity(groups.len());
+        for (table, applying) in &groups {
+            let plan = match applying.as_slice() {
+                [] => table.scan(state, projection, filters, limit).await?,
+                applying => {
+                    let deletes: Vec<_> = applying.iter().map(|&j| &equality[j]).collect();
+                    (self.scan_without_deleted(state, table, projection, filters, &deletes)).await?
+                }
+            };
+            plans.push(plan);
+        }
+        match plans.len() {
+            0 => {
                 let schema = match projection {
                     Some(p) => Arc::new(self.schema.project(p)?),
                     None => Arc::clone(&self.schema),
                 };
                 Ok(Arc::new(EmptyExec::new(schema)))
             }
+            1 => Ok(plans.remove(0)),
+            _ => UnionExec::try_new(plans),
         }
     }
 }

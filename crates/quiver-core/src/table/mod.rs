@@ -113,7 +113,7 @@ impl QuiverTable {
         name: String,
         files: Vec<ObjectMeta>,
         file_schema: &Schema,
-        index: FileIndex,
+        index: Arc<FileIndex>,
         options: &TableOptions,
     ) -> Self {
         let files = files
@@ -137,7 +137,7 @@ impl QuiverTable {
             virtual_columns: false,
             listing_only: false,
             deferred: false,
-            index: Some(Arc::new(index)),
+            index: Some(index),
             deleted_rows: Arc::default(),
             manifests: None,
         }
@@ -152,11 +152,11 @@ impl QuiverTable {
     /// positions, by path), and how many manifests were read to find them.
     pub fn with_snapshot(
         self,
-        deleted_rows: HashMap<String, Vec<u64>>,
+        deleted_rows: Arc<HashMap<String, Vec<u64>>>,
         manifests: ManifestCounts,
     ) -> Self {
         Self {
-            deleted_rows: Arc::new(deleted_rows),
+            deleted_rows,
             manifests: Some(manifests),
             ..self
         }
