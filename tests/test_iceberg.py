@@ -6,10 +6,11 @@ promoted and added column, hand-made position and equality delete files).
 
 It shows that quiver reads the current snapshot of every table as both do (position and
 equality deletes applied, old files read by field id), travels in time by snapshot id and by
-timestamp (with the schema of that snapshot), prunes data files by the manifests' column bounds before
-reading any footer, lists snapshots and manifest entries as DuckDB does, refuses what it
-cannot read (not a table, no such snapshot, an unknown option, a damaged manifest) with a
-clear error rather than a wrong answer, and reads a table moved to S3 (MinIO) with allow_moved_paths.
+timestamp (with the schema of that snapshot), prunes manifests by their partitions and data
+files by the manifests' column bounds before reading any footer, counts from the metadata
+alone, lists snapshots and manifest entries as DuckDB does, refuses what it cannot read (not
+a table, no such snapshot, an unknown option, a damaged manifest) with a clear error rather
+than a wrong answer, and reads a table moved to S3 (MinIO) with allow_moved_paths.
 
 Quiver is given the table folder (it finds the newest metadata file), DuckDB the metadata
 file itself (it finds none without unsafe_enable_version_guessing). Values are compared as
