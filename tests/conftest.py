@@ -190,3 +190,26 @@ def http_server(tpch_data, tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def iceberg_tables(tmp_path_factory):
+    """The Iceberg tables of iceberg_tables.py, written once by pyiceberg: (their root
+    folder, each table's location, metadata file and snapshots by name)."""
+    try:
+        import iceberg_tables as tables
+    except ImportError as e:
+        pytest.fail(f"pyiceberg 0.12.0 is needed to write the Iceberg tables ({e}): "
+                    f"run scripts/setup.sh", pytrace=False)
+    root = tmp_path_factory.mktemp("iceberg")
+    return str(root), tables.make_tables(root)
+
+
+def upload_folder(client, bucket, folder, prefix):
+    """Every file under `folder` (an Iceberg table's, any kind) at `prefix`/<relative path>."""
+    for parent, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(parent, name)
+            with open(path, "rb") as f:
+                key = f"{prefix}/{os.path.relpath(path, folder)}"
+                client.put_object(Bucket=bucket, Key=key, Body=f.read())

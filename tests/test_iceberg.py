@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import pytest
 
 import iceberg_duckdb
-from conftest import BUCKET
+from conftest import BUCKET, upload_folder
 from harness import parse_csv
 from iceberg_duckdb import canonical_rows, cell_text
 
@@ -56,14 +56,8 @@ class Tables:
 
 
 @pytest.fixture(scope="session")
-def tables(tmp_path_factory):
-    try:
-        import iceberg_tables
-    except ImportError as e:
-        pytest.fail(f"pyiceberg 0.12.0 is needed to write the Iceberg tables ({e}): "
-                    f"run scripts/setup.sh", pytrace=False)
-    root = tmp_path_factory.mktemp("iceberg")
-    return Tables(str(root), iceberg_tables.make_tables(root))
+def tables(iceberg_tables):
+    return Tables(*iceberg_tables)
 
 
 def duckdb_results(statements):
@@ -319,12 +313,7 @@ def test_a_table_moved_to_s3_reads_with_allow_moved_paths(quiver, tables, minio)
     # A prefix of this run's own: a table folder holding the metadata files of two tables
     # would be read as the one whose file sorts last.
     folder, prefix = tables.folder("events"), f"iceberg/{uuid.uuid4().hex}/events"
-    for parent, _, names in os.walk(folder):
-        for file_name in names:
-            path = os.path.join(parent, file_name)
-            key = f"{prefix}/{os.path.relpath(path, folder)}"
-            with open(path, "rb") as f:
-                client.put_object(Bucket=BUCKET, Key=key, Body=f.read())
+    upload_folder(client, BUCKET, folder, prefix)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(AWS_ACCESS_KEY_ID=minio.access_key, AWS_SECRET_ACCESS_KEY=minio.secret_key,
                AWS_REGION=minio.region, AWS_ENDPOINT_URL=minio.endpoint,

@@ -15,9 +15,11 @@ import re
 import subprocess
 import time
 import urllib.error
+import uuid
 
 import pytest
 
+from conftest import BUCKET, upload_folder
 from harness import TIMEOUT, parse_csv
 from servers.lambda_emulator import LambdaEmulator
 from tpch.compare import difference
@@ -613,6 +615,29 @@ def test_cli_fans_out_to_the_emulator(emulator, s3, quiver, oracle):
     check_csv(oracle, 6, proc.stdout, "from the CLI through sub-coordinators")
     assert re.search(r"^lambda workers: .*, ([2-9]|\d\d+) sub-coordinators$", proc.stderr,
                      re.M), proc.stderr
+
+
+def test_an_iceberg_table_is_planned_by_the_coordinator_and_read_by_the_workers(
+        emulator, s3, iceberg_tables, quiver):
+    """The coordinator reads the metadata and manifests; the workers get the data files'
+    buckets, with their deleted rows (position deletes) and the columns matched by field id;
+    the answers are those of the same tables read locally (test_iceberg checks those against
+    DuckDB)."""
+    _, tables = iceberg_tables
+    client = s3.client()
+    run = uuid.uuid4().hex  # the bucket outlives sessions: a prefix of this run's own
+    for name in ("posdeletes", "evolved"):
+        upload_folder(client, BUCKET, tables[name]["location"].removeprefix("file://"),
+                      f"iceberg/{run}/{name}")
+    sql = {"posdeletes": "SELECT count(*), sum(id), min(ts), max(amount) FROM {}",
+           "evolved": "SELECT full_name, qty, note FROM {} WHERE id % 40 = 1 ORDER BY id"}
+    for name, query in sql.items():
+        local = quiver.csv(query.format(f"iceberg_scan('{tables[name]['location']}')"))
+        remote = query.format(f"iceberg_scan('{s3.url(f'iceberg/{run}/{name}')}', "
+                              "allow_moved_paths => true)")
+        body = invoke_query(emulator, remote)
+        assert parse_csv(body["result"]) == local, (name, body["result"])
+        assert body["metrics"]["workers"]["buckets"] > 0, body["metrics"]
 
 
 def test_cli_lambda_needs_a_function(quiver):
