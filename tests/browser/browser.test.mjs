@@ -1,6 +1,6 @@
 // The page (web/dist) in Debian's Chromium, driven by playwright-core: threads, TPC-H over
-// HTTP (globs too) and S3 against DuckDB's answers, presigned URLs, the single-thread
-// fallback, the UI (editor, run, grid, profile waterfall), files opened from disk or dropped,
+// HTTP (globs too), CSV and JSON, Iceberg tables, and S3 against DuckDB's answers, presigned
+// URLs, the single-thread fallback, the UI (editor, run, grid, profile waterfall), files opened from disk or dropped,
 // cancel, and errors.
 //
 //   npm run build && npm run test:browser
@@ -408,6 +408,15 @@ test('an HTTP glob is expanded from the server\'s index pages', async (t) => {
 test('CSV and a JSON array over HTTP are tables, as DuckDB reads them', async (t) => {
   await withConsole(t, [mainPage], async () => {
     for (const name of ['http/csv', 'http/json']) {
+      assertMatches(name, await mainPage.query(fixtures.queries[name]));
+    }
+    mainPage.assertNoPageErrors();
+  });
+});
+
+test('Iceberg tables over HTTP read as pyiceberg reads them (deletes, renamed columns)', async (t) => {
+  await withConsole(t, [mainPage], async () => {
+    for (const name of ['iceberg/posdeletes', 'iceberg/evolved']) {
       assertMatches(name, await mainPage.query(fixtures.queries[name]));
     }
     mainPage.assertNoPageErrors();

@@ -37,6 +37,9 @@ and waits. Progress goes to stderr. Query names:
     after/nation  a quick count, for after the cancel
     error/missing a file that does not exist;  error/syntax  SQL that does not parse
     http/csv, http/json   nation as CSV and as a JSON array (written by DuckDB), over HTTP
+    iceberg/posdeletes, iceberg/evolved   Iceberg tables (tests/iceberg_tables.py, written by
+                  pyiceberg) over HTTP: position deletes, and a renamed column; expected from
+                  pyiceberg's scan, queried by DuckDB
 """
 import datetime
 import decimal
@@ -169,6 +172,34 @@ def text_queries(http_base, folder):
     return queries
 
 
+ICEBERG_QUERIES = {
+    "posdeletes": "SELECT kind, count(*) AS n, sum(id) AS s FROM {} GROUP BY kind ORDER BY kind",
+    "evolved": "SELECT id, full_name, qty, note FROM {} WHERE id % 25 = 1 ORDER BY id",
+}
+
+
+def iceberg_queries(http_base, folder):
+    """Iceberg tables under FOLDER/iceberg/ (served by HTTP), their queries by URL, and the
+    expected results: pyiceberg's scan of each table, queried by DuckDB."""
+    import iceberg_tables
+    from pyiceberg.table import StaticTable
+
+    tables = iceberg_tables.make_tables(os.path.join(folder, "iceberg"))
+    queries, expected = {}, {}
+    for name, sql in ICEBERG_QUERIES.items():
+        location = tables[name]["location"].removeprefix("file://")
+        url = f"{http_base}/{os.path.relpath(location, folder)}"
+        # The manifests name the files by their local paths: read them under the URL.
+        queries[f"iceberg/{name}"] = (
+            sql.format(f"iceberg_scan({sql_string(url)}, allow_moved_paths => true)"), None)
+        scanned = StaticTable.from_metadata(tables[name]["metadata_location"]).scan().to_arrow()
+        cur = duckdb.connect().execute(sql.format("scanned"))
+        expected[f"iceberg/{name}"] = {
+            "columns": [d[0] for d in cur.description],
+            "rows": [[json_cell(v) for v in row] for row in cur.fetchall()]}
+    return queries, expected
+
+
 def queries_for(http_base, presigned_url):
     """{name: (browser SQL, (layout, DuckDB SQL) or None)}; layout picks the local folder
     DuckDB reads (its prelude is added), None for no expected result."""
@@ -298,9 +329,13 @@ def main():
         write_text_tables(folder, root)
         queries = queries_for(http.url, presigned) | text_queries(http.url, folder)
         say(f"computing DuckDB's results for {len(queries)} queries")
+        expected = expected_results(root, queries)
+        say("writing the Iceberg tables (pyiceberg)")
+        iceberg, iceberg_expected = iceberg_queries(http.url, folder)
+        queries |= iceberg
         expected_file = os.path.join(work, "expected.json")
         with open(expected_file, "w") as f:
-            json.dump(expected_results(root, queries), f)
+            json.dump(expected | iceberg_expected, f)
 
         print(json.dumps({
             "http_base": http.url,
