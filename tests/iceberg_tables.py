@@ -54,7 +54,7 @@ from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update.snapshot import _FastAppendFiles
-from pyiceberg.transforms import BucketTransform, DayTransform
+from pyiceberg.transforms import BucketTransform, DayTransform, IdentityTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import DateType, DoubleType, IntegerType, ListType, LongType, \
     NestedField, StringType, StructType, TimestampType
@@ -79,6 +79,27 @@ def make_tables(folder):
     builders = {"events": make_events, "bucketed": make_bucketed, "evolved": make_evolved,
                 "posdeletes": make_posdeletes, "eqdeletes": make_eqdeletes}
     return {name: builders[name](catalog) for name in TABLES}
+
+
+def make_wide_table(warehouse, catalog_folder, s3_properties, files=1000):
+    """A table of `files` data files, one per value of `k` (an identity partition), 5 rows
+    each, written by pyiceberg straight into `warehouse` (an s3:// URI with its FileIO's
+    `s3_properties`: endpoint, keys, region). Returns its location."""
+    import pyarrow as pa
+    catalog = SqlCatalog("wide", uri=f"sqlite:///{catalog_folder}/wide.db",
+                         warehouse=warehouse, **s3_properties)
+    catalog.create_namespace(NAMESPACE)
+    schema = Schema(NestedField(1, "k", IntegerType(), required=True),
+                    NestedField(2, "v", LongType(), required=True))
+    spec = PartitionSpec(PartitionField(source_id=1, field_id=1000,
+                                        transform=IdentityTransform(), name="k"))
+    table = catalog.create_table(f"{NAMESPACE}.wide", schema=schema, partition_spec=spec)
+    keys = [k for k in range(files) for _ in range(5)]
+    table.append(pa.table({"k": pa.array(keys, pa.int32()),
+                           "v": pa.array([k * 10 + i % 5 for i, k in enumerate(keys)],
+                                         pa.int64())},
+                          schema=table.schema().as_arrow()))
+    return table.location()
 
 
 def table_info(table, readable=True):

@@ -10,7 +10,9 @@ timestamp (with the schema of that snapshot), prunes manifests by their partitio
 files by the manifests' column bounds before reading any footer, counts from the metadata
 alone, lists snapshots and manifest entries as DuckDB does, refuses what it cannot read (not
 a table, no such snapshot, an unknown option, a damaged manifest) with a clear error rather
-than a wrong answer, and reads a table moved to S3 (MinIO) with allow_moved_paths.
+than a wrong answer, reads a table moved to S3 (MinIO) with allow_moved_paths, and, in a
+warehouse pyiceberg writes on MinIO, reads one data file of 1,000 for a filter that keeps one
+(GETs counted by the proxy).
 
 Quiver is given the table folder (it finds the newest metadata file), DuckDB the metadata
 file itself (it finds none without unsafe_enable_version_guessing). Values are compared as
@@ -20,6 +22,7 @@ import datetime
 import os
 import re
 import shutil
+import urllib.parse
 import uuid
 from dataclasses import dataclass
 
@@ -339,3 +342,28 @@ def test_a_table_moved_to_s3_reads_with_allow_moved_paths(quiver, tables, minio)
                                                                       Prefix=prefix + "/"):
             for item in page.get("Contents", []):
                 client.delete_object(Bucket=BUCKET, Key=item["Key"])
+
+
+# h. 1% of 1,000 data files, in a warehouse pyiceberg writes on MinIO
+
+
+def test_a_filter_keeping_one_of_a_thousand_files_reads_no_other_file(quiver, s3, tmp_path):
+    """GETs counted by the proxy in front of MinIO: the metadata, the manifest list, the one
+    manifest and the one data file the bounds keep; no footer of the other 999."""
+    import iceberg_tables
+
+    minio = s3.minio
+    warehouse = s3.url(f"iceberg/{uuid.uuid4().hex}")
+    location = iceberg_tables.make_wide_table(warehouse, tmp_path, {
+        "s3.endpoint": minio.endpoint, "s3.access-key-id": minio.access_key,
+        "s3.secret-access-key": minio.secret_key, "s3.region": minio.region})
+    s3.control.reset()
+    header, rows = quiver.csv(f"SELECT count(*) AS n, sum(v) AS s FROM iceberg_scan("
+                              f"'{location}') WHERE k = 500", env=s3.env())
+    assert (header, rows) == (["n", "s"], [["5", str(5 * 5000 + 0 + 1 + 2 + 3 + 4)]])
+    gets = [urllib.parse.unquote(r["path"]) for r in s3.control.stats()["requests"]
+            if r["kind"] == "GetObject"]
+    data = {path for path in gets if path.endswith(".parquet")}
+    assert len(data) == 1 and "/k=500/" in data.pop(), gets
+    # metadata.json, the manifest list, the manifest, the file's footer and its bytes.
+    assert len(gets) <= 5, gets
