@@ -271,17 +271,18 @@ def test_iceberg_metadata_as_duckdb(quiver, tables, name):
 
 
 def damaged_table(tables, tmp_path):
-    """A copy of the events table with one manifest cut short; its folder and the path."""
+    """A copy of the events table with every manifest cut short (which of them the current
+    snapshot lists varies with pyiceberg's names); its folder."""
     copy = tmp_path / "events"
     shutil.copytree(tables.folder("events"), copy)
-    manifest = next(p for p in sorted((copy / "metadata").glob("*-m*.avro")))
-    manifest.write_bytes(manifest.read_bytes()[:200])
-    return str(copy), manifest.name
+    for manifest in (copy / "metadata").glob("*-m*.avro"):
+        manifest.write_bytes(manifest.read_bytes()[:200])
+    return str(copy)
 
 
 def error_cases(tables, tmp_path):
     events = tables.folder("events")
-    damaged, manifest = damaged_table(tables, tmp_path)
+    damaged = damaged_table(tables, tmp_path)
     return {
         "not a table": (f"SELECT * FROM iceberg_scan('{os.path.dirname(events)}')",
                         r"not an Iceberg table"),
@@ -291,7 +292,9 @@ def error_cases(tables, tmp_path):
                               r"unknown option 'snapshot'"),
         # Read with the paths the metadata holds, rewritten to the copy's.
         "a damaged manifest": (f"SELECT * FROM iceberg_scan('{damaged}', "
-                               f"allow_moved_paths => true)", re.escape(manifest)),
+                               f"allow_moved_paths => true)",
+                               re.escape(damaged) + r"/metadata/[^ ]*-m\d+\.avro: the Avro data "
+                               r"ends too early"),
     }
 
 

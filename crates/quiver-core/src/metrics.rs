@@ -188,13 +188,15 @@ impl MetricsSnapshot {
     /// A few lines for people, as `--profile` prints them.
     pub fn report(&self) -> String {
         let mut out = format!(
-            "rows: {}\nfiles: {} read, {} pruned ({} of them by the index, no footer read)\nrow groups: {} read, {} pruned by statistics\n\
+            "rows: {}\nfiles: {} read, {} pruned ({} of them by the index{}, no footer read)\nrow groups: {} read, {} pruned by statistics\n\
              buckets: {} ({} done)\nrequests: {} ({} for footers, {} unplanned, {} hedged, {} abandoned), {} bytes read, {} bytes planned\n\
              footer cache hits: {}, block cache hits: {} bytes, disk cache hits: {} ({} bytes)\n",
             self.rows_out,
             self.files,
             self.files_pruned,
             self.files_index_pruned,
+            // An Iceberg table's index is its manifests' bounds.
+            if self.manifests > 0 { " or the manifests' bounds" } else { "" },
             self.row_groups,
             self.row_groups_pruned,
             self.buckets_total,

@@ -13,7 +13,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 
 use super::manifests::ManifestEntry;
-use super::{read_object, IcebergSnapshot};
+use super::{object_meta, read, IcebergSnapshot};
 use crate::runtime::QuiverRuntime;
 
 /// The deleted row positions of each data file in `data` (by path, sorted, each once), from
@@ -28,7 +28,7 @@ pub async fn deleted_rows(
         .iter()
         .map(|d| (d.path.as_str(), d.sequence_number))
         .collect();
-    let read = try_join_all(deletes.iter().map(|d| positions(runtime, &d.path))).await?;
+    let read = try_join_all(deletes.iter().map(|d| positions(runtime, d))).await?;
     let mut deleted: HashMap<String, Vec<u64>> = HashMap::new();
     for (delete, rows) in deletes.iter().zip(read) {
         for (path, position) in rows {
@@ -49,8 +49,9 @@ pub async fn deleted_rows(
 }
 
 /// The `(file_path, pos)` rows of one position delete file.
-async fn positions(runtime: &QuiverRuntime, path: &str) -> Result<Vec<(String, u64)>> {
-    let bytes = read_object(runtime, path).await?;
+async fn positions(runtime: &QuiverRuntime, file: &ManifestEntry) -> Result<Vec<(String, u64)>> {
+    let path = &file.path;
+    let bytes = read(runtime, &object_meta(runtime, path, Some(file.size)).await?).await?;
     let fail = |e: &dyn std::fmt::Display| {
         DataFusionError::Plan(format!("{path}: not a position delete file ({e})"))
     };

@@ -19,8 +19,8 @@ use futures::future::try_join_all;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::manifests::ManifestEntry;
-use super::read_object;
 use super::spec::TableMetadata;
+use super::{object_meta, read};
 use crate::runtime::QuiverRuntime;
 use crate::scan::FIELD_ID;
 
@@ -53,12 +53,12 @@ pub async fn read_all(
     try_join_all(
         deletes
             .into_iter()
-            .map(|entry| read(runtime, schema, entry)),
+            .map(|entry| read_one(runtime, schema, entry)),
     )
     .await
 }
 
-async fn read(
+async fn read_one(
     runtime: &QuiverRuntime,
     schema: &Schema,
     entry: ManifestEntry,
@@ -67,7 +67,11 @@ async fn read(
     let fail = |e: &dyn std::fmt::Display| {
         DataFusionError::Plan(format!("{path}: not an equality delete file ({e})"))
     };
-    let bytes = read_object(runtime, &path).await?;
+    let bytes = read(
+        runtime,
+        &object_meta(runtime, &path, Some(entry.size)).await?,
+    )
+    .await?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| fail(&e))?;
     let stored = Arc::clone(reader.schema());
     let batches = reader

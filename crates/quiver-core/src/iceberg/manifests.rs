@@ -10,6 +10,8 @@ use super::avro::{Container, Value};
 #[derive(Debug, Clone)]
 pub struct ManifestFile {
     pub path: String,
+    /// Its size in bytes.
+    pub length: i64,
     /// 0: data files; 1: delete files.
     pub content: i64,
     pub sequence_number: i64,
@@ -73,6 +75,7 @@ pub fn manifest_list(container: &Container) -> Result<Vec<ManifestFile>, String>
                 .collect();
             Ok(ManifestFile {
                 path: path.to_string(),
+                length: record.get("manifest_length").as_long().unwrap_or(0),
                 content: record.get("content").as_long().unwrap_or(0),
                 sequence_number: record.get("sequence_number").as_long().unwrap_or(0),
                 spec_id: record.get("partition_spec_id").as_long().unwrap_or(0) as i32,

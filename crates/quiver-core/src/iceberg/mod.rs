@@ -24,6 +24,7 @@ use bytes::Bytes;
 use datafusion::error::{DataFusionError, Result};
 
 use crate::runtime::QuiverRuntime;
+use crate::source::ObjectMeta;
 
 pub use introspect::{metadata_table, snapshots_table};
 pub use spec::SnapshotChoice;
@@ -71,9 +72,9 @@ impl IcebergSnapshot {
         options: &IcebergOptions,
     ) -> Result<Self> {
         let location = location.trim_end_matches('/').to_string();
-        let metadata_path = metadata_path(runtime, &location, options.version.as_deref()).await?;
-        let bytes = read_object(runtime, &metadata_path).await?;
-        let metadata = TableMetadata::parse(&metadata_path, &bytes).map_err(plan_error)?;
+        let file = metadata_file(runtime, &location, options.version.as_deref()).await?;
+        let bytes = read(runtime, &file).await?;
+        let metadata = TableMetadata::parse(&file.path, &bytes).map_err(plan_error)?;
         let snapshot = metadata
             .snapshot(options.snapshot)
             .map_err(|e| plan_error(format!("{location}: {e}")))?
@@ -93,7 +94,7 @@ impl IcebergSnapshot {
                     opened.location, snapshot.snapshot_id
                 ))
             })?;
-            let container = opened.read_avro(runtime, list).await?;
+            let container = opened.read_avro(runtime, list, None).await?;
             opened.manifests = manifests::manifest_list(&container)
                 .map_err(|e| plan_error(format!("{list}: {e}")))?;
             opened.snapshot = Some(snapshot);
@@ -112,9 +113,15 @@ impl IcebergSnapshot {
         }
     }
 
-    async fn read_avro(&self, runtime: &QuiverRuntime, path: &str) -> Result<avro::Container> {
+    /// An Avro file the metadata names, of `size` if known.
+    async fn read_avro(
+        &self,
+        runtime: &QuiverRuntime,
+        path: &str,
+        size: Option<u64>,
+    ) -> Result<avro::Container> {
         let path = self.resolve(path);
-        let bytes = read_object(runtime, &path).await?;
+        let bytes = read(runtime, &object_meta(runtime, &path, size).await?).await?;
         avro::read_container(&bytes).map_err(|e| plan_error(format!("{path}: {e}")))
     }
 
@@ -124,7 +131,8 @@ impl IcebergSnapshot {
         runtime: &QuiverRuntime,
         manifest: &ManifestFile,
     ) -> Result<Vec<manifests::ManifestEntry>> {
-        let container = self.read_avro(runtime, &manifest.path).await?;
+        let size = u64::try_from(manifest.length).ok().filter(|&l| l > 0);
+        let container = self.read_avro(runtime, &manifest.path, size).await?;
         let mut entries = manifests::manifest_entries(&container, manifest)
             .map_err(|e| plan_error(format!("{}: {e}", manifest.path)))?;
         for entry in &mut entries {
@@ -134,53 +142,62 @@ impl IcebergSnapshot {
     }
 }
 
-/// The metadata file of the table at `location`: the location itself if it names one,
-/// else `version` (a number or a file name), else the version hint, else the newest file
-/// in `metadata/` (by the version number its name starts with).
-async fn metadata_path(
+/// The metadata file of the table at `location`: the location itself if it names one, else
+/// `version` (a number, or a file name with or without `.metadata.json`), else the newest
+/// file `metadata/` lists (by the version its name starts with), else the version hint.
+async fn metadata_file(
     runtime: &QuiverRuntime,
     location: &str,
     version: Option<&str>,
-) -> Result<String> {
+) -> Result<ObjectMeta> {
     if location.ends_with(".metadata.json") || location.ends_with(".metadata.json.gz") {
-        return Ok(location.to_string());
+        return object_meta(runtime, location, None).await;
     }
     let folder = format!("{location}/metadata");
-    let files = runtime
+    let listed = runtime
         .source_for(&folder)?
         .list(&format!("{folder}/"))
         .await
         .unwrap_or_default();
-    let hint = match version {
-        Some(v) => Some(v.to_string()),
-        None => match read_object(runtime, &format!("{folder}/version-hint.text")).await {
-            Ok(text) => Some(String::from_utf8_lossy(&text).trim().to_string()),
-            Err(_) => None,
+    let files: Vec<(&str, &ObjectMeta)> = listed
+        .iter()
+        .filter_map(|f| Some((f.path.rsplit('/').next()?, f)))
+        .filter(|(name, _)| name.ends_with(".metadata.json"))
+        .collect();
+    let named = |wanted: &str| {
+        let number: Option<u64> = wanted.trim_start_matches('v').parse().ok();
+        let found = files.iter().find(|(name, _)| {
+            *name == wanted
+                || name.strip_suffix(".metadata.json") == Some(wanted)
+                || (number.is_some() && version_of(name) == number)
+        });
+        found.map(|(_, meta)| (*meta).clone())
+    };
+    // A name the listing lacks is asked for by HEAD.
+    let hinted = |hint: &str| match named(hint) {
+        Some(meta) => Ok(meta),
+        None if hint.ends_with(".metadata.json") => Err(format!("{folder}/{hint}")),
+        None => Err(format!("{folder}/v{hint}.metadata.json")),
+    };
+    let chosen = match version {
+        Some(version) => hinted(version),
+        None => match files.iter().max_by_key(|(name, _)| version_of(name)) {
+            Some((_, newest)) => Ok((*newest).clone()),
+            None => match read_whole(runtime, &format!("{folder}/version-hint.text")).await {
+                Ok(text) => hinted(String::from_utf8_lossy(&text).trim()),
+                Err(_) => {
+                    return Err(plan_error(format!(
+                        "{location} is not an Iceberg table: no metadata file in {folder}/ \
+                         (name the metadata file itself, e.g. \
+                         iceberg_scan('{folder}/00003-….metadata.json'))"
+                    )))
+                }
+            },
         },
     };
-    let names: Vec<&str> = files
-        .iter()
-        .filter_map(|f| f.path.rsplit('/').next())
-        .filter(|name| name.ends_with(".metadata.json"))
-        .collect();
-    let chosen = match &hint {
-        Some(hint) if hint.ends_with(".metadata.json") => Some(hint.clone()),
-        Some(hint) => names
-            .iter()
-            .find(|name| version_of(name) == hint.parse().ok())
-            .map(|name| name.to_string())
-            .or_else(|| Some(format!("v{hint}.metadata.json"))),
-        None => names
-            .iter()
-            .max_by_key(|name| version_of(name))
-            .map(|name| name.to_string()),
-    };
     match chosen {
-        Some(name) => Ok(format!("{folder}/{name}")),
-        None => Err(plan_error(format!(
-            "{location} is not an Iceberg table: no metadata file in {folder}/ (name the \
-             metadata file itself, e.g. iceberg_scan('{folder}/00003-….metadata.json'))"
-        ))),
+        Ok(listed) => Ok(listed),
+        Err(path) => object_meta(runtime, &path, None).await,
     }
 }
 
@@ -194,10 +211,29 @@ fn version_of(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// An object Iceberg never rewrites under its name: remotely, known from the metadata alone
+/// when its `size` is (no HEAD); locally a stat, as the local source holds reads to a file's
+/// size and time.
+async fn object_meta(runtime: &QuiverRuntime, path: &str, size: Option<u64>) -> Result<ObjectMeta> {
+    let remote = path.contains("://") && !path.starts_with("file://");
+    match size {
+        Some(size) if remote => Ok(ObjectMeta {
+            path: path.to_string(),
+            size,
+            version: format!("iceberg {size}"),
+        }),
+        _ => Ok(runtime.source_for(path)?.head(path).await?),
+    }
+}
+
 /// A whole object (metadata, manifest lists and manifests are small and read once).
-async fn read_object(runtime: &QuiverRuntime, path: &str) -> Result<Bytes> {
-    let meta = runtime.source_for(path)?.head(path).await?;
-    Ok(runtime.reader(&meta)?.whole("iceberg").await?)
+async fn read(runtime: &QuiverRuntime, meta: &ObjectMeta) -> Result<Bytes> {
+    Ok(runtime.reader(meta)?.whole("iceberg").await?)
+}
+
+/// A whole object known by its path alone.
+async fn read_whole(runtime: &QuiverRuntime, path: &str) -> Result<Bytes> {
+    read(runtime, &object_meta(runtime, path, None).await?).await
 }
 
 fn plan_error(message: impl Into<String>) -> DataFusionError {

@@ -28,7 +28,7 @@ use super::bounds::bound;
 use super::equality::{self, EqualityDelete};
 use super::manifests::{Content, ManifestEntry};
 use super::partitions::manifests_to_read;
-use super::{deletes, plan_error, IcebergOptions, IcebergSnapshot};
+use super::{deletes, object_meta, plan_error, IcebergOptions, IcebergSnapshot};
 use crate::index::{FileEntry, FileIndex};
 use crate::metrics::QueryMetrics;
 use crate::prune::pruning_predicate;
@@ -138,7 +138,10 @@ impl IcebergTable {
             .partition(|d| d.content == Content::EqualityDeletes);
         let deleted = deletes::deleted_rows(runtime, &self.snapshot, &data, &positions).await?;
         let equality = equality::read_all(runtime, &self.iceberg_schema, equality).await?;
-        let metas = try_join_all(data.iter().map(|d| object_meta(runtime, d))).await?;
+        let metas = data
+            .iter()
+            .map(|d| object_meta(runtime, &d.path, Some(d.size)));
+        let metas = try_join_all(metas).await?;
         let exact = deleted.is_empty() && equality.is_empty();
         let index = Arc::new(self.file_index(&data, &metas, exact)?);
         let deleted = Arc::new(deleted);
@@ -245,20 +248,6 @@ impl IcebergTable {
             .collect();
         FileIndex::of_entries(Arc::clone(&self.iceberg_schema), &files, exact)
     }
-}
-
-/// A data file as the sources know it: locally its size and time (the local source holds
-/// reads to them); remotely from the manifest alone, as Iceberg's files never change.
-async fn object_meta(runtime: &QuiverRuntime, entry: &ManifestEntry) -> Result<ObjectMeta> {
-    let remote = entry.path.contains("://") && !entry.path.starts_with("file://");
-    if !remote {
-        return Ok(runtime.source_for(&entry.path)?.head(&entry.path).await?);
-    }
-    Ok(ObjectMeta {
-        path: entry.path.clone(),
-        size: entry.size,
-        version: format!("iceberg {}", entry.size),
-    })
 }
 
 #[async_trait]
