@@ -130,6 +130,15 @@ impl IcebergTable {
                 self.snapshot.location, other.path, other.format
             )));
         }
+        if let Some(vector) = deletes
+            .iter()
+            .find(|d| !d.format.eq_ignore_ascii_case("parquet"))
+        {
+            return Err(DataFusionError::NotImplemented(format!(
+                "{}: delete file {} is {} (format 3 deletion vectors are not read yet)",
+                self.snapshot.location, vector.path, vector.format
+            )));
+        }
         if data.is_empty() {
             return Ok((vec![], vec![]));
         }
