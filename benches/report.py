@@ -155,6 +155,20 @@ def notes(results, engines):
     return grouped_notes({"": results}, engines)
 
 
+def notes_or_na(results, engines):
+    """`notes`, with one line instead for an engine that could run no query at all (n/a)."""
+    lines = []
+    for e in engines:
+        outcomes = [o[e.name] for o in results.values()]
+        if outcomes and all(o.status == "n/a" for o in outcomes):
+            lines.append(f"- {e.label}: **n/a** for every query: {outcomes[0].note}")
+    shown = [e for e in engines if not any(line.startswith(f"- {e.label}:") for line in lines)]
+    rest = notes(results, shown)
+    if not lines:
+        return rest
+    return "\n".join(lines) + "\n" + ("" if rest.startswith("Every engine") else rest)
+
+
 def grouped_notes(groups, engines):
     """notes() over several result sets ({label: results}), each bullet starting with its label."""
     lines = [f"- {label}{q}, {e.label}: **{o[e.name].status}**: {o[e.name].note}"

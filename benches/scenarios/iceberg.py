@@ -534,7 +534,7 @@ def _section(bench, engines, setups, results, table, absent, load, lineitem, end
         + "\n### Totals, over the queries each engine got right\n\n" + totals
         + f"\n### {base.label} against each peer (below 1x: {base.label} is faster)\n\n"
         + report.ratio_table(results, base, peers, KINDS)
-        + "\n### Notes\n\n" + _notes(results, engines) + _known(results, engines))
+        + "\n### Notes\n\n" + report.notes_or_na(results, engines) + _known(results, engines))
     return report.Section(NAME, f"{TITLE} (TPC-H SF {bench.mode.sf})", body, [],
                           [f"{load} (scenario start)"] + lines)
 
@@ -563,17 +563,3 @@ def _known(results, engines):
              for e in engines if e.name in KNOWN
              and any(results[q][e.name].status == "wrong" for q in KNOWN[e.name][0])]
     return ("\nKnown causes of the wrong results:\n\n" + "\n".join(lines) + "\n") if lines else ""
-
-
-def _notes(results, engines):
-    """A line for an engine that ran no query (n/a everywhere), then report.notes."""
-    lines = []
-    for e in engines:
-        outcomes = [o[e.name] for o in results.values()]
-        if outcomes and all(o.status == "n/a" for o in outcomes):
-            lines.append(f"- {e.label}: **n/a** for every query: {outcomes[0].note}")
-    shown = [e for e in engines if not any(line.startswith(f"- {e.label}:") for line in lines)]
-    rest = report.notes(results, shown)
-    if not lines:
-        return rest
-    return "\n".join(lines) + "\n" + ("" if rest.startswith("Every engine") else rest)

@@ -289,7 +289,7 @@ def _section(bench, engines, results, sf, n_small, latency, bandwidth, root, sma
         + ("\n### Quiver's coalescing on and off\n\n" + coalescing if coalescing else "")
         + f"\n### {base.label} against each peer (below 1x: {base.label} is faster)\n\n"
         + report.ratio_table(results, base, peers, KINDS)
-        + "\n### Notes\n\n" + _notes(results, engines)
+        + "\n### Notes\n\n" + report.notes_or_na(results, engines)
         + ("\nQuiver's own count disagrees with the proxy's:\n\n" + "\n".join(mismatches) + "\n"
            if mismatches else
            "\nOn every hot run Quiver's own count (`requests:` of --profile) equals the "
@@ -323,20 +323,6 @@ def _section(bench, engines, results, sf, n_small, latency, bandwidth, root, sma
             summary.append(f"{e.label}: n/a ({next(iter(results.values()))[e.name].note})")
     return report.Section(NAME, f"{TITLE} (TPC-H SF {sf}, {latency * 1e3:g} ms, {cap})", body,
                           [chart], summary)
-
-
-def _notes(results, engines):
-    """report.notes, with one line for an engine that could run no query at all (n/a)."""
-    lines = []
-    for e in engines:
-        outcomes = [o[e.name] for o in results.values()]
-        if outcomes and all(o.status == "n/a" for o in outcomes):
-            lines.append(f"- {e.label}: **n/a** for every query: {outcomes[0].note}")
-    shown = [e for e in engines if not any(line.startswith(f"- {e.label}:") for line in lines)]
-    rest = report.notes(results, shown)
-    if not lines:
-        return rest
-    return "\n".join(lines) + "\n" + ("" if rest.startswith("Every engine") else rest)
 
 
 def _listing_sql(label):
