@@ -4,9 +4,9 @@
 
 use std::collections::HashMap;
 
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::array::{Array, AsArray, RecordBatch, RecordBatchReader};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Int64Type};
+use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
 use futures::future::try_join_all;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -48,37 +48,51 @@ pub async fn deleted_rows(
     Ok(deleted)
 }
 
+/// The rows of a delete file, read whole (`kind` names it in errors): only the `columns`
+/// named, if any, each of which it must have.
+pub(super) async fn delete_file_rows(
+    runtime: &QuiverRuntime,
+    file: &ManifestEntry,
+    kind: &str,
+    columns: Option<&[&str]>,
+) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let path = &file.path;
+    let fail = |e: &dyn std::fmt::Display| {
+        DataFusionError::Plan(format!("{path}: not {kind} delete file ({e})"))
+    };
+    let bytes = read(runtime, &object_meta(runtime, path, Some(file.size)).await?).await?;
+    let mut builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| fail(&e))?;
+    if let Some(columns) = columns {
+        let descriptor = builder.parquet_schema();
+        let wanted: Vec<usize> = (0..descriptor.num_columns())
+            .filter(|&i| columns.contains(&descriptor.column(i).name()))
+            .collect();
+        if wanted.len() != columns.len() {
+            return Err(fail(&format!(
+                "it lacks the columns {}",
+                columns.join(", ")
+            )));
+        }
+        let mask = ProjectionMask::leaves(descriptor, wanted);
+        builder = builder.with_projection(mask);
+    }
+    let reader = builder.build().map_err(|e| fail(&e))?;
+    let schema = reader.schema();
+    let batches = reader
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| fail(&e))?;
+    Ok((schema, batches))
+}
+
 /// The `(file_path, pos)` rows of one position delete file.
 async fn positions(runtime: &QuiverRuntime, file: &ManifestEntry) -> Result<Vec<(String, u64)>> {
-    let path = &file.path;
-    let bytes = read(runtime, &object_meta(runtime, path, Some(file.size)).await?).await?;
-    let fail = |e: &dyn std::fmt::Display| {
-        DataFusionError::Plan(format!("{path}: not a position delete file ({e})"))
-    };
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| fail(&e))?;
-    let descriptor = builder.parquet_schema();
-    let wanted: Vec<usize> = (0..descriptor.num_columns())
-        .filter(|&i| matches!(descriptor.column(i).name(), "file_path" | "pos"))
-        .collect();
-    if wanted.len() != 2 {
-        return Err(fail(&"it lacks the file_path and pos columns"));
-    }
-    let mask = ProjectionMask::leaves(descriptor, wanted);
-    let reader = builder
-        .with_projection(mask)
-        .build()
-        .map_err(|e| fail(&e))?;
+    let columns = ["file_path", "pos"];
+    let (schema, batches) = delete_file_rows(runtime, file, "a position", Some(&columns)).await?;
+    let (path_at, position_at) = (schema.index_of("file_path")?, schema.index_of("pos")?);
     let mut rows = vec![];
-    for batch in reader {
-        let batch: RecordBatch = batch.map_err(|e| fail(&e))?;
-        let (Some(paths), Some(positions)) = (
-            batch.column_by_name("file_path"),
-            batch.column_by_name("pos"),
-        ) else {
-            return Err(fail(&"it lacks the file_path and pos columns"));
-        };
-        let paths = cast(paths, &DataType::Utf8)?;
-        let positions = cast(positions, &DataType::Int64)?;
+    for batch in batches {
+        let paths = cast(batch.column(path_at), &DataType::Utf8)?;
+        let positions = cast(batch.column(position_at), &DataType::Int64)?;
         let (paths, positions) = (
             paths.as_string::<i32>(),
             positions.as_primitive::<Int64Type>(),

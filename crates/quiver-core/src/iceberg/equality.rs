@@ -16,13 +16,12 @@ use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::ExecutionPlan;
 use futures::future::try_join_all;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+use super::deletes::delete_file_rows;
 use super::manifests::ManifestEntry;
 use super::spec::TableMetadata;
-use super::{object_meta, read};
 use crate::runtime::QuiverRuntime;
-use crate::scan::FIELD_ID;
+use crate::scan::{field_id, stored_field_id};
 
 /// An equality delete file, read: its key columns (as the table names them) and rows.
 #[derive(Debug)]
@@ -67,26 +66,15 @@ async fn read_one(
     let fail = |e: &dyn std::fmt::Display| {
         DataFusionError::Plan(format!("{path}: not an equality delete file ({e})"))
     };
-    let bytes = read(
-        runtime,
-        &object_meta(runtime, &path, Some(entry.size)).await?,
-    )
-    .await?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| fail(&e))?;
-    let stored = Arc::clone(reader.schema());
-    let batches = reader
-        .build()
-        .map_err(|e| fail(&e))?
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| fail(&e))?;
+    let (stored, batches) = delete_file_rows(runtime, &entry, "an equality", None).await?;
     let rows = concat_batches(&stored, &batches)?;
     // Each stored column as the table's column of its field id (or, lacking ids, its name).
     let mut fields = vec![];
     let mut columns = vec![];
     for (i, field) in stored.fields().iter().enumerate() {
-        let id = field.metadata().get("PARQUET:field_id");
+        let id = stored_field_id(field);
         let table_field = schema.fields().iter().find(|f| match id {
-            Some(id) => f.metadata().get(FIELD_ID) == Some(id),
+            Some(id) => field_id(f) == Some(id),
             None => f.name() == field.name(),
         });
         let Some(table_field) = table_field else {

@@ -17,7 +17,7 @@ use datafusion::physical_optimizer::pruning::PruningPredicate;
 use super::bounds::bound;
 use super::manifests::ManifestFile;
 use super::spec::TableMetadata;
-use crate::scan::FIELD_ID;
+use crate::scan::field_id;
 
 /// Which of `manifests` may hold rows that pass `predicate` (delete manifests are kept).
 pub fn manifests_to_read(
@@ -51,7 +51,7 @@ impl ManifestStatistics<'_> {
     /// Per manifest, the bound (`upper`: the high one) of `column` its partitions give.
     fn bounds(&self, column: &Column, upper: bool) -> Option<ArrayRef> {
         let field = self.schema.field_with_name(&column.name).ok()?;
-        let id: i32 = field.metadata().get(FIELD_ID)?.parse().ok()?;
+        let id = field_id(field)?;
         let iceberg_type = unviewed(field.data_type());
         let values = self.manifests.iter().map(|manifest| {
             self.bound(manifest, id, &iceberg_type, upper)
@@ -162,7 +162,7 @@ impl PruningStatistics for ManifestStatistics<'_> {
     /// NULL a NULL); unknown elsewhere.
     fn null_counts(&self, column: &Column) -> Option<ArrayRef> {
         let field = self.schema.field_with_name(&column.name).ok()?;
-        let id: i32 = field.metadata().get(FIELD_ID)?.parse().ok()?;
+        let id = field_id(field)?;
         let counts = self.manifests.iter().map(|manifest| {
             let spec = self.metadata.spec(manifest.spec_id)?;
             let i = spec.fields.iter().position(|f| f.source_id == id)?;

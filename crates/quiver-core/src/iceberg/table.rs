@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{RecordBatch, RecordBatchOptions};
-use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::stats::Precision;
 use datafusion::common::{ScalarValue, Statistics};
@@ -33,7 +33,7 @@ use crate::index::{FileEntry, FileIndex};
 use crate::metrics::QueryMetrics;
 use crate::prune::pruning_predicate;
 use crate::runtime::QuiverRuntime;
-use crate::scan::{ManifestCounts, FIELD_ID};
+use crate::scan::{field_id, ManifestCounts};
 use crate::source::ObjectMeta;
 use crate::table::{QuiverTable, TableOptions};
 
@@ -123,20 +123,16 @@ impl IcebergTable {
             .partition(|e| e.content == Content::Data);
         if let Some(other) = data
             .iter()
+            .chain(&deletes)
             .find(|d| !d.format.eq_ignore_ascii_case("parquet"))
         {
+            let (file, why) = match other.content {
+                Content::Data => ("data file", "only Parquet data files are read"),
+                _ => ("delete file", "format 3 deletion vectors are not read yet"),
+            };
             return Err(DataFusionError::NotImplemented(format!(
-                "{}: data file {} is {}; only Parquet data files are read",
+                "{}: {file} {} is {} ({why})",
                 self.snapshot.location, other.path, other.format
-            )));
-        }
-        if let Some(vector) = deletes
-            .iter()
-            .find(|d| !d.format.eq_ignore_ascii_case("parquet"))
-        {
-            return Err(DataFusionError::NotImplemented(format!(
-                "{}: delete file {} is {} (format 3 deletion vectors are not read yet)",
-                self.snapshot.location, vector.path, vector.format
             )));
         }
         if data.is_empty() {
@@ -223,7 +219,27 @@ impl IcebergTable {
         metas: &[ObjectMeta],
         exact: bool,
     ) -> Result<FileIndex> {
-        let columns: Vec<_> = crate::index::indexed_fields(&self.iceberg_schema);
+        let columns: Vec<_> = crate::index::indexed_fields(&self.iceberg_schema)
+            .into_iter()
+            .map(|field| (field_id(field), field.data_type()))
+            .collect();
+        let statistics = |entry: &ManifestEntry| {
+            let statistic = |(id, data_type): &(Option<i32>, &DataType)| {
+                let bound_of = |bounds: &HashMap<i32, Vec<u8>>| {
+                    id.and_then(|id| bound(bounds.get(&id)?, data_type))
+                        .unwrap_or_else(|| {
+                            ScalarValue::try_from(*data_type).unwrap_or(ScalarValue::Null)
+                        })
+                };
+                let nulls = id.and_then(|id| entry.null_counts.get(&id));
+                (
+                    bound_of(&entry.lower),
+                    bound_of(&entry.upper),
+                    nulls.map(|&n| n.max(0) as u64),
+                )
+            };
+            columns.iter().map(statistic).collect()
+        };
         let files: Vec<FileEntry> = data
             .iter()
             .zip(metas)
@@ -231,28 +247,7 @@ impl IcebergTable {
                 meta: meta.clone(),
                 rows: entry.records,
                 row_groups: 0,
-                statistics: columns
-                    .iter()
-                    .map(|field| {
-                        let id: Option<i32> = field
-                            .metadata()
-                            .get(FIELD_ID)
-                            .and_then(|id| id.parse().ok());
-                        let unknown = || {
-                            ScalarValue::try_from(field.data_type()).unwrap_or(ScalarValue::Null)
-                        };
-                        let bound_of = |bounds: &HashMap<i32, Vec<u8>>| {
-                            id.and_then(|id| bound(bounds.get(&id)?, field.data_type()))
-                                .unwrap_or_else(unknown)
-                        };
-                        let nulls = id.and_then(|id| entry.null_counts.get(&id));
-                        (
-                            bound_of(&entry.lower),
-                            bound_of(&entry.upper),
-                            nulls.map(|&n| n.max(0) as u64),
-                        )
-                    })
-                    .collect(),
+                statistics: statistics(entry),
             })
             .collect();
         FileIndex::of_entries(Arc::clone(&self.iceberg_schema), &files, exact)

@@ -22,6 +22,16 @@ pub const FIELD_ID: &str = "quiver:field_id";
 /// What Parquet writers (and arrow's reader) call a column's field id.
 const PARQUET_FIELD_ID: &str = "PARQUET:field_id";
 
+/// A table column's field id, when the table matches columns by it.
+pub fn field_id(field: &Field) -> Option<i32> {
+    field.metadata().get(FIELD_ID)?.parse().ok()
+}
+
+/// A stored column's field id, as its writer gave it.
+pub fn stored_field_id(field: &Field) -> Option<i32> {
+    field.metadata().get(PARQUET_FIELD_ID)?.parse().ok()
+}
+
 /// `stored` with each top-level column named as the table's column of the same field id;
 /// a stored column whose id the table lacks is hidden (a dropped column must not match a
 /// later one of its name). `None` when the table does not match by id or nothing changes.

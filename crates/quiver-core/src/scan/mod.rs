@@ -47,7 +47,7 @@ use crate::bucket::Bucket;
 use crate::metrics::file_name;
 use crate::runtime::QuiverRuntime;
 
-pub use field_ids::{renamed as renamed_by_field_id, FIELD_ID};
+pub use field_ids::{field_id, renamed as renamed_by_field_id, stored_field_id, FIELD_ID};
 pub use reads::BucketRead;
 pub use work::{ManifestCounts, ScanFile, ScanSummary};
 
