@@ -23,6 +23,7 @@ mod table;
 use bytes::Bytes;
 use datafusion::error::{DataFusionError, Result};
 
+use crate::error::QuiverError;
 use crate::runtime::QuiverRuntime;
 use crate::source::ObjectMeta;
 
@@ -154,11 +155,12 @@ async fn metadata_file(
         return object_meta(runtime, location, None).await;
     }
     let folder = format!("{location}/metadata");
-    let listed = runtime
+    // A source that cannot list (HTTP without index pages) may still have a version hint.
+    let listing = runtime
         .source_for(&folder)?
         .list(&format!("{folder}/"))
-        .await
-        .unwrap_or_default();
+        .await;
+    let listed = listing.as_deref().unwrap_or_default();
     let files: Vec<(&str, &ObjectMeta)> = listed
         .iter()
         .filter_map(|f| Some((f.path.rsplit('/').next()?, f)))
@@ -185,12 +187,19 @@ async fn metadata_file(
             Some((_, newest)) => Ok((*newest).clone()),
             None => match read_whole(runtime, &format!("{folder}/version-hint.text")).await {
                 Ok(text) => hinted(String::from_utf8_lossy(&text).trim()),
+                // A listing that failed other than by finding nothing (a denied request, an
+                // unreachable store) says more than "no table".
                 Err(_) => {
+                    if let Err(failed) = listing {
+                        if !matches!(failed, QuiverError::NotFound { .. }) {
+                            return Err(failed.into());
+                        }
+                    }
                     return Err(plan_error(format!(
                         "{location} is not an Iceberg table: no metadata file in {folder}/ \
                          (name the metadata file itself, e.g. \
                          iceberg_scan('{folder}/00003-….metadata.json'))"
-                    )))
+                    )));
                 }
             },
         },
