@@ -617,6 +617,59 @@ def test_cli_fans_out_to_the_emulator(emulator, s3, quiver, oracle):
                      re.M), proc.stderr
 
 
+def test_auto_runs_small_queries_here_and_slow_ones_on_the_workers(
+        emulator, s3, quiver, oracle, tpch_data, tmp_path):
+    """`auto` (the default where a worker function is named) runs Q6 here while it reads
+    under `quiver.lambda_min_bytes`, and measures the bucket's bandwidth as it does; with
+    the floor lowered and a rates file that says this machine reads the bucket at 1 MB/s,
+    the workers are faster and run it. Both answers are DuckDB's. A ceiling below both
+    estimates refuses the query; files on this machine never leave it."""
+    env = s3.env(AWS_ENDPOINT_URL_S3=s3.endpoint, QUIVER_RESULT_PREFIX=s3.url(RESULT_PREFIX))
+    del env["AWS_ENDPOINT_URL"]
+    sql = _prelude(s3) + query_sql(6)
+
+    def run(folder, *settings, query=sql):
+        flags = [f"--set=quiver.cache_dir={folder}"] + [f"--set={s}" for s in settings]
+        return subprocess.run(
+            [quiver.path, "query", "--format", "csv", "--function", "worker", "--workers", "3",
+             "--lambda-endpoint", emulator.url, "--profile", *flags, "-"],
+            input=query, capture_output=True, text=True, timeout=TIMEOUT, env=env)
+
+    here = run(tmp_path / "measured")
+    assert here.returncode == 0, here.stderr
+    check_csv(oracle, 6, here.stdout, "run here by auto")
+    assert re.search(r"^place: local \(not lambda: \d+ MB read, under quiver.lambda_min_bytes",
+                     here.stderr, re.M), here.stderr
+    assert "lambda workers:" not in here.stderr, here.stderr
+    measured = json.loads((tmp_path / "measured" / "rates.json").read_text())
+    assert measured["sources"]["s3://quiver-test"]["bytes_per_second"]["samples"] >= 1, measured
+
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "rates.json").write_text(json.dumps({"sources": {"s3://quiver-test": {
+        "bytes_per_second": {"value": 1e6, "samples": 5},
+        "latency_seconds": {"value": 0.03, "samples": 5}}}}))
+    there = run(slow, "quiver.lambda_min_bytes=0")
+    assert there.returncode == 0, there.stderr
+    check_csv(oracle, 6, there.stdout, "sent to the workers by auto")
+    assert re.search(r"^place: lambda \(the faster; estimates: local [0-9.]+ s \$[0-9.]+, "
+                     r"lambda [0-9.]+ s \$[0-9.]+\)$", there.stderr, re.M), there.stderr
+    assert re.search(r"^lambda workers: [1-9]", there.stderr, re.M), there.stderr
+
+    refused = run(slow, "quiver.lambda_min_bytes=0", "quiver.place=cheapest",
+                  "quiver.max_dollars=0.0000001")
+    assert refused.returncode != 0, refused.stdout
+    assert re.search(r"the query is estimated at \$[0-9.]+ here, \$[0-9.]+ on Lambda, above "
+                     r"quiver.max_dollars \(\$0.0000001\)", refused.stderr), refused.stderr
+
+    lineitem = os.path.join(tpch_data, "single", "lineitem.parquet")
+    local = run(slow, "quiver.lambda_min_bytes=0", "quiver.place=lambda",
+                query=f"SELECT sum(l_quantity) FROM '{lineitem}'")
+    assert local.returncode == 0, local.stderr
+    assert "place: local (not lambda: it reads files on this machine" in local.stderr, local.stderr
+    assert "lambda workers:" not in local.stderr, local.stderr
+
+
 def test_an_iceberg_table_is_planned_by_the_coordinator_and_read_by_the_workers(
         emulator, s3, iceberg_tables, quiver):
     """The coordinator reads the metadata and manifests; the workers get the data files'

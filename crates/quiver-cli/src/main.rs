@@ -3,6 +3,7 @@
 //! the browser and Lambda get it too.
 
 mod cache;
+mod calibrate;
 mod catalog;
 mod output;
 mod progress;
@@ -24,7 +25,7 @@ use quiver_lambda_executor::executor::LambdaRunner;
 
 use output::{closed_pipe, print_stream, Printing};
 use progress::Progress;
-use sessions::{new_session, setting_error};
+use sessions::{new_session, query_session, setting_error};
 
 /// mimalloc (see `quiver_core::allocator`).
 #[global_allocator]
@@ -87,6 +88,9 @@ enum Command {
     Index(IndexArgs),
     /// Show or clear the disk cache, where remote bytes are kept for the next runs.
     Cache(cache::CacheArgs),
+    /// Measure this machine's bandwidth to a source and its decode rate, which the `auto`
+    /// executor's estimates use (queries run here measure them too); alone, show them.
+    Calibrate(calibrate::CalibrateArgs),
 }
 
 #[derive(Args)]
@@ -137,11 +141,13 @@ struct QueryArgs {
     /// Threads to use (default: all).
     #[arg(long)]
     threads: Option<usize>,
-    /// Who drives the plan: `datafusion` (native default), `fragments` (bucket by bucket
-    /// on rayon, as the browser does) or `lambda` (fragments fanned out to the deployed
-    /// worker function named by --function).
-    #[arg(long, default_value = "datafusion", value_parser = parse_executor)]
-    executor: ExecutorKind,
+    /// Who drives the plan: `local` (DataFusion's threads here), `fragments` (bucket by
+    /// bucket on rayon, as the browser does), `lambda` (fragments fanned out to the
+    /// deployed worker function named by --function) or `auto` (here or on Lambda, per
+    /// query, by the estimates and `quiver.place`). Default: `auto` where a worker
+    /// function is named (--function or QUIVER_WORKER_FUNCTION), else `local`.
+    #[arg(long, value_parser = parse_executor)]
+    executor: Option<ExecutorKind>,
     /// With `--executor lambda`: the worker function's name or ARN (default:
     /// QUIVER_WORKER_FUNCTION).
     #[arg(long, value_name = "NAME")]
@@ -191,6 +197,16 @@ struct QueryArgs {
 }
 
 impl QueryArgs {
+    /// The executor and the Lambda function it may send fragments to.
+    fn lambda(&self) -> sessions::Executor {
+        sessions::Executor {
+            kind: self.executor,
+            function: self.function.clone(),
+            coordinator: self.coordinator.clone(),
+            endpoint: self.lambda_endpoint.clone(),
+        }
+    }
+
     /// Every setting the flags make, as (key, value).
     fn settings(&self) -> Result<Vec<(String, String)>, String> {
         let mut settings = vec![];
@@ -229,21 +245,15 @@ impl QueryArgs {
 }
 
 fn parse_executor(text: &str) -> Result<ExecutorKind, String> {
-    match text {
-        "datafusion" | "local" => Ok(ExecutorKind::DataFusion),
-        "fragments" => Ok(ExecutorKind::Fragments),
-        "lambda" => Ok(ExecutorKind::Remote),
-        other => Err(format!(
-            "unknown executor '{other}' (datafusion, fragments, lambda)"
-        )),
-    }
+    ExecutorKind::parse(text)
+        .ok_or_else(|| format!("unknown executor '{text}' (local, fragments, lambda, auto)"))
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let threads = match &cli.command {
         Some(Command::Query(args) | Command::Explain(args)) => args.threads,
-        Some(Command::Index(_) | Command::Cache(_)) | None => None,
+        Some(Command::Index(_) | Command::Cache(_) | Command::Calibrate(_)) | None => None,
     }
     .unwrap_or_else(|| SessionOptions::default().threads)
     .max(1);
@@ -307,9 +317,10 @@ async fn run(command: Command, threads: usize) -> Result<(), String> {
         Command::Query(args) | Command::Explain(args) => args,
         Command::Index(args) => return run_index(args).await,
         Command::Cache(args) => return cache::run(args),
+        Command::Calibrate(args) => return calibrate::run(args, threads).await,
     };
     let sql = read_sql(&args)?;
-    let (session, lambda) = query_session(&args, threads).await?;
+    let (session, lambda) = query_session(&args.lambda(), &args.settings()?, threads).await?;
     if explain {
         let plan = session
             .physical_plan(&sql)
@@ -369,54 +380,24 @@ fn read_sql(args: &QueryArgs) -> Result<String, String> {
     })
 }
 
-/// A session for `args`: its executor (with the Lambda runner it sends fragments to, for
-/// `--executor lambda`) and its settings.
-async fn query_session(
-    args: &QueryArgs,
-    threads: usize,
-) -> Result<(QuiverSession, Option<Arc<LambdaRunner>>), String> {
-    let mut session = new_session(SessionOptions {
-        threads,
-        executor: args.executor,
-    })?;
-    let lambda = if args.executor == ExecutorKind::Remote {
-        let function = args
-            .function
-            .clone()
-            .or_else(|| quiver_lambda_executor::env("QUIVER_WORKER_FUNCTION"))
-            .ok_or("--executor lambda needs --function NAME (the deployed worker function)")?;
-        let coordinator = (args.coordinator.clone())
-            .or_else(|| quiver_lambda_executor::env("QUIVER_COORDINATOR_FUNCTION"));
-        let runner = quiver_lambda_executor::runner_from_env(
-            function,
-            coordinator,
-            args.lambda_endpoint.clone(),
-        )
-        .await;
-        session = session.with_fragment_runner(Arc::clone(&runner) as _);
-        Some(runner)
-    } else {
-        None
-    };
-    for (key, value) in args.settings()? {
-        session
-            .set(&key, &value)
-            .map_err(|e| setting_error(&key, &e))?;
-    }
-    Ok((session, lambda))
-}
-
 /// `--profile`: what the statement did, its cost, and what its Lambda workers did.
 fn print_profile(session: &QuiverSession, metrics: &QueryMetrics, lambda: Option<&LambdaRunner>) {
     eprint!("{}", metrics.report());
+    if let Some(placed) = metrics.placed() {
+        eprintln!("{placed}");
+    }
     let mut spent = metrics.snapshot();
     let mut on_workers = WorkerCost::default();
-    let workers = lambda.map(|runner| runner.take_metrics());
+    // Under `auto`, a query run here invoked none.
+    let workers = lambda
+        .map(|runner| runner.take_metrics())
+        .filter(|workers| workers.invocations > 0);
     if let Some(workers) = &workers {
         spent.add(&workers.reads);
         on_workers = WorkerCost {
             workers: workers.invocations,
             gb_seconds: workers.gb_seconds,
+            seconds: 0.0,
         };
     }
     eprintln!("{}", session.cost_line(&spent, on_workers));

@@ -18,11 +18,14 @@ use crate::metrics::MetricsSnapshot;
 use crate::options::QuiverOptions;
 use crate::runtime::QuiverRuntime;
 use crate::scan::BucketScanExec;
+use crate::source::remote_key;
 
 /// What reading a scan's buckets takes: requests and bytes (after the block cache).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PlannedReads {
     pub buckets: u64,
+    /// Buckets of files on this machine, which no worker can read.
+    pub local_buckets: u64,
     /// The buckets' planned bytes (before coalescing and the cache), as workers are counted.
     pub planned_bytes: u64,
     pub requests: u64,
@@ -34,6 +37,8 @@ pub struct PlannedReads {
 pub struct WorkerCost {
     pub workers: u64,
     pub gb_seconds: f64,
+    /// From the first invocation to the last answer (estimated; 0 when measured).
+    pub seconds: f64,
 }
 
 /// Prices in dollars, from `quiver.price_*`.
@@ -173,6 +178,7 @@ pub async fn planned_reads(
             let earlier = fetched.entry(bucket.meta.path.clone()).or_default();
             let requests = coalesce(&without(&missing, earlier), &fetch);
             reads.buckets += 1;
+            reads.local_buckets += u64::from(remote_key(&bucket.meta.path).is_none());
             reads.planned_bytes += bucket.planned;
             reads.requests += requests.len() as u64;
             reads.bytes += requests.iter().map(|r| r.end - r.start).sum::<u64>();
@@ -231,6 +237,7 @@ mod tests {
             workers: WorkerCost {
                 workers: 100,
                 gb_seconds: 1_000.0,
+                seconds: 0.0,
             },
             ..Cost::default()
         };

@@ -4,7 +4,7 @@
 //!
 //! Floors, lowest first:
 //!
-//! 1. error · metrics · sql_types · memory · allocator · format: ground, no imports
+//! 1. error · metrics · rates · sql_types · memory · allocator · format: ground, no imports
 //! 2. source: where files live (sources, retries and hedging of their reads)
 //! 3. cache → fetch → read: the block and disk caches, read plans, the one metered read
 //! 4. fixed_decimals → footer: footers read once per file
@@ -16,7 +16,7 @@
 //! 9. fragment → exec: what travels, and who runs it
 //! 10. session: statements, planned and run
 //!
-//! floors: error metrics sql_types memory allocator format source cache fetch read
+//! floors: error metrics rates sql_types memory allocator format source cache fetch read
 //! fixed_decimals footer bucket options runtime prune statistics pushdown filter_order
 //! index scan table metadata text iceberg copy cost fragment exec session
 //!
@@ -45,6 +45,7 @@ pub mod metrics;
 pub mod options;
 mod prune;
 mod pushdown;
+pub mod rates;
 mod read;
 pub mod runtime;
 pub mod scan;

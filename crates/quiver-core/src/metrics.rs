@@ -42,6 +42,8 @@ pub struct QueryMetrics {
     pub bytes_planned: AtomicU64,
     pub rows_out: AtomicU64,
     phases: Mutex<Vec<(&'static str, Duration)>>,
+    /// Where the statement ran and why, when the `auto` executor chose (see `exec::place`).
+    placed: Mutex<Option<String>>,
     /// Every request and bucket computation over time, for the profile's waterfall.
     pub timeline: Timeline,
 }
@@ -247,6 +249,15 @@ impl QueryMetrics {
             Some((_, total)) => *total += elapsed,
             None => phases.push((name, elapsed)),
         }
+    }
+
+    pub fn set_placed(&self, line: String) {
+        *self.placed.lock().unwrap_or_else(|p| p.into_inner()) = Some(line);
+    }
+
+    /// Where the statement ran and why, if a placement was chosen.
+    pub fn placed(&self) -> Option<String> {
+        self.placed.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn phases(&self) -> Vec<(&'static str, Duration)> {

@@ -92,6 +92,22 @@ extensions_options! {
         pub price_per_gb_second: f64, default = 0.000_016_666_7
         /// Lambda's price per million invocations.
         pub price_per_million_invocations: f64, default = 0.2
+        /// S3's price per GB sent out to the internet (the first 10 TB a month), which a
+        /// query run outside AWS pays and a Lambda worker in the bucket's region does not;
+        /// 0 where this machine is in the bucket's region.
+        pub price_per_gb_out: f64, default = 0.09
+        /// Who runs statements: `local` (DataFusion here), `fragments`, `lambda`, or `auto`
+        /// (here or on Lambda, by `quiver.place`); empty for the session's own.
+        pub executor: String, default = String::new()
+        /// Where `auto` runs a query: `fastest` or `cheapest` by the two estimates, or
+        /// always `local` or `lambda` (files on this machine never leave it).
+        pub place: String, default = "fastest".to_string()
+        /// The most dollars one query may cost where it runs (0: no ceiling); a query whose
+        /// estimate is above it everywhere is refused before it reads a data page.
+        pub max_dollars: f64, default = 0.0
+        /// Queries reading fewer bytes than this never go to Lambda: one worker's share
+        /// (`lambda.bytes_per_worker`) gains nothing from a fan-out but an invocation.
+        pub lambda_min_bytes: u64, default = 256 * 1024 * 1024
     }
 }
 

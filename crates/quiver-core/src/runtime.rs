@@ -17,6 +17,7 @@ use crate::cache::{open_lasting, BlockCache, LastingCache};
 use crate::footer::{Footer, FooterCache};
 use crate::metrics::QueryMetrics;
 use crate::options::{QuiverOptions, Settings};
+use crate::rates::Rates;
 use crate::read::{ObjectReader, QueryIo};
 use crate::source::{ObjectMeta, ObjectSource, Sources};
 
@@ -63,6 +64,8 @@ pub struct QuiverRuntime {
     pub sources: Sources,
     pub footers: FooterCache,
     pub blocks: Arc<BlockCache>,
+    /// What this machine's reads and threads were measured to do (see `exec::place`).
+    pub rates: Rates,
     /// Behind the block cache, for the processes after this one; opened as the statement's
     /// settings say (`quiver.disk_cache_bytes`, `quiver.cache_dir`).
     disk: RwLock<Option<Arc<dyn LastingCache>>>,
@@ -84,6 +87,7 @@ impl QuiverRuntime {
             sources,
             footers: FooterCache::default(),
             blocks: Arc::default(),
+            rates: Rates::default(),
             disk: RwLock::default(),
             query: RwLock::default(),
             memory: Arc::new(Semaphore::new(memory_units as usize)),

@@ -59,6 +59,7 @@ impl FragmentRunner for LambdaRunner {
         WorkerCost {
             workers: workers as u64,
             gb_seconds: options.worker_gb_seconds(reads.bytes, workers),
+            seconds: options.fan_out_seconds(reads.bytes, workers),
         }
     }
 

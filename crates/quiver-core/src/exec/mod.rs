@@ -7,7 +7,8 @@
 //! fragment's partitions on that pool) · exchange (joins of two scans through a runner's
 //! exchange) · broadcast (small build sides moved into their probe sides' fragments) ·
 //! coordinator (the only one that recurses: build sides first, then fragments out to a
-//! runner, outputs merged).
+//! runner, outputs merged) · place (here or on Lambda, by the estimates: the `auto`
+//! executor).
 
 mod broadcast;
 // The browser's merge checks for a cancel (`coordinator::merge`); natively, only tests use it.
@@ -17,6 +18,7 @@ mod compute;
 mod coordinator;
 mod exchange;
 mod local;
+pub mod place;
 mod runner;
 
 pub use compute::ComputePool;

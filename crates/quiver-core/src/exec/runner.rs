@@ -24,6 +24,22 @@ pub enum ExecutorKind {
     Fragments,
     /// Fragments run wherever the session's fragment runner sends them (Lambda workers).
     Remote,
+    /// Each query runs here (as `DataFusion`) or remotely, whichever the estimates and
+    /// `quiver.place` pick (see `place`).
+    Auto,
+}
+
+impl ExecutorKind {
+    /// `local` (or `datafusion`), `fragments`, `lambda` (or `remote`), `auto`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "local" | "datafusion" => Some(Self::DataFusion),
+            "fragments" => Some(Self::Fragments),
+            "lambda" | "remote" => Some(Self::Remote),
+            "auto" => Some(Self::Auto),
+            _ => None,
+        }
+    }
 }
 
 /// Who runs fragments: rayon threads here, or Lambda workers.

@@ -14,7 +14,8 @@ use web_time::Instant;
 
 use super::output::{describe_batch, memory_stream, QueryOutput, QueryStream};
 use super::QuiverSession;
-use crate::cost::{planned_reads, Cost, Prices, WorkerCost};
+use crate::cost::{Cost, Prices, WorkerCost};
+use crate::exec::place::Placement;
 use crate::error::describe;
 use crate::exec::{execute_with_fragments, ExecutorKind, FragmentRunner, RayonRunner};
 use crate::memory;
@@ -37,25 +38,29 @@ impl QuiverSession {
             let batch = describe_batch(&described.schema)?;
             return Ok(QueryOutput::of(batch, metrics).into_stream());
         }
-        let physical = self.physical(plan).await?;
+        let physical = self.physical(plan.clone()).await?;
+        let (executor, physical) = self.place(plan, physical, &metrics).await?;
         metrics.record_phase("plan", started.elapsed());
         let started = Instant::now();
         let task = self.context.task_ctx();
         let schema = physical.schema();
         let local = RayonRunner(&self.pool);
-        let runner: &dyn FragmentRunner = match self.options.executor {
-            ExecutorKind::DataFusion => {
+        let runner: &dyn FragmentRunner = match executor {
+            ExecutorKind::DataFusion | ExecutorKind::Auto => {
+                let observe = self.observer(&physical, &metrics);
                 let batches = execute_stream(Arc::clone(&physical), task)?;
                 let stream = QueryStream {
                     schema,
                     batches,
                     metrics,
                 };
-                return Ok(stream.counted(started));
+                return Ok(stream.counted(started, observe));
             }
             ExecutorKind::Fragments => &local,
             ExecutorKind::Remote => self.remote_runner()?,
         };
+        // What workers delivered is theirs, not this machine's.
+        let observe = (executor != ExecutorKind::Remote).then(|| self.observer(&physical, &metrics));
         let batches = execute_with_fragments(Arc::clone(&physical), task, runner).await?;
         let batches = memory_stream(&schema, batches);
         let stream = QueryStream {
@@ -63,7 +68,11 @@ impl QuiverSession {
             batches,
             metrics,
         };
-        Ok(stream.counted(started))
+        Ok(stream.counted(started, move |elapsed| {
+            if let Some(observe) = observe {
+                observe(elapsed)
+            }
+        }))
     }
 
     /// The runner fragments go to with `ExecutorKind::Remote`.
@@ -125,33 +134,18 @@ impl QuiverSession {
         Ok((self.physical(plan).await?, earlier))
     }
 
-    /// What `sql` will cost (`EXPLAIN COST`): its last statement is planned, which reads
-    /// footers (those of the views it names, too: see `lazy_views`), and no data page is
-    /// read; earlier statements run, and what they read counts.
-    pub async fn estimate_cost(&self, sql: &str) -> Result<Cost> {
-        let (plan, mut planning) = self.plan_last(sql).await?;
-        let reads = planned_reads(&plan, &self.runtime).await?;
-        planning.add(&self.runtime.metrics().snapshot());
-        let mut cost = Cost {
-            files: planning.files,
-            footer_gets: planning.footer_requests,
-            // Planning's other requests (an index file) are made again by the run.
-            data_gets: planning.requests.saturating_sub(planning.footer_requests),
-            bytes: planning.bytes_read,
-            ..Default::default()
-        };
-        let config = self.context.state_ref().read().config_options().clone();
-        for scan in &reads {
-            cost.buckets += scan.buckets;
-            cost.data_gets += scan.requests;
-            cost.bytes += scan.bytes;
-            if let Some(runner) = &self.remote {
-                let workers = runner.estimate(scan, &config);
-                cost.workers.workers += workers.workers;
-                cost.workers.gb_seconds += workers.gb_seconds;
-            }
+    /// What `sql` will cost (`EXPLAIN COST`), and where the `auto` executor would run it:
+    /// its last statement is planned, which reads footers (those of the views it names,
+    /// too: see `lazy_views`), and no data page is read; earlier statements run, and what
+    /// they read counts.
+    pub async fn estimate_cost(&self, sql: &str) -> Result<(Cost, Placement)> {
+        let (plan, planning) = self.plan_last(sql).await?;
+        let (mut cost, reads) = self.planned_cost(&plan, planning).await?;
+        let placement = self.placement(ExecutorKind::Auto, &plan, &cost, &reads)?;
+        if let Some(workers) = self.worker_cost(&reads) {
+            cost.workers = workers;
         }
-        Ok(cost)
+        Ok((cost, placement))
     }
 
     /// What a run spent (`spent`, with its workers' reads added), priced: `--profile`'s line.

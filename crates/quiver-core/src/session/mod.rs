@@ -2,7 +2,8 @@
 //! the two ways to drive a plan (DataFusion's own threads, or fragments on rayon).
 //!
 //! output (what a statement answers) · planning (statements to plans, path tables) ·
-//! execution (plans run by the session's executor; EXPLAIN COST) · statements (dispatch,
+//! execution (plans run by the session's executor; EXPLAIN COST) · placing (which executor,
+//! and for `auto` here or on Lambda by the estimates) · statements (dispatch,
 //! and the statements answered here: COPY, CALL, SUMMARIZE), and the SQL rewrites and
 //! optimizer rules they use (duckdb: DuckDB's SQL where DataFusion's differs; relations,
 //! path_table, virtual_columns, file_subqueries, listing_only, index_answers, index_calls, summarize);
@@ -17,6 +18,7 @@ mod lazy_views;
 mod listing_only;
 mod output;
 mod path_table;
+mod placing;
 mod planning;
 mod relations;
 mod statements;

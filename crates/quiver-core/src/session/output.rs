@@ -2,6 +2,7 @@
 //! (`QueryStream`), with the statement's metrics; and DESCRIBE's answer.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
@@ -68,14 +69,21 @@ impl QueryStream {
         })
     }
 
-    /// Counts the rows that come out, and the time until the last one, in the metrics.
-    pub(super) fn counted(self, started: Instant) -> Self {
+    /// Counts the rows that come out, and the time until the last one, in the metrics;
+    /// `after` is told that time.
+    pub(super) fn counted(
+        self,
+        started: Instant,
+        after: impl FnOnce(Duration) + Send + 'static,
+    ) -> Self {
         let (rows, ended) = (Arc::clone(&self.metrics), Arc::clone(&self.metrics));
         let counted = self.batches.inspect_ok(move |batch| {
             QueryMetrics::add(&rows.rows_out, batch.num_rows() as u64);
         });
         let end = futures::stream::once(async move {
-            ended.record_phase("execute", started.elapsed());
+            let elapsed = started.elapsed();
+            ended.record_phase("execute", elapsed);
+            after(elapsed);
             None
         })
         .filter_map(futures::future::ready);

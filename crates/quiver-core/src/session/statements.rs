@@ -34,8 +34,8 @@ impl QuiverSession {
     /// produced.
     pub async fn run_streaming(&self, sql: &str) -> Result<QueryStream> {
         if let Some(query) = dialect::explain_cost(sql) {
-            let cost = self.estimate_cost(query).await?;
-            let batch = cost.batch(&self.prices())?;
+            let (cost, placement) = self.estimate_cost(query).await?;
+            let batch = placement.beside(cost.batch(&self.prices())?)?;
             return Ok(QueryOutput::of(batch, self.runtime.metrics()).into_stream());
         }
         let sql = samples::rewrite_sample_clauses(&dialect::rewrite_duckdb_tokens(sql));

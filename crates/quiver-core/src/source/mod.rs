@@ -52,7 +52,7 @@ pub(crate) use local::off_async;
 pub use local::LocalSource;
 pub use s3::{S3Credentials, S3Options};
 pub use signed_url::is_signed_url;
-pub use sources::Sources;
+pub use sources::{remote_key, Sources};
 
 /// One object as a listing sees it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -23,6 +23,18 @@ pub struct Sources {
     local: Mutex<Arc<dyn ObjectSource>>,
 }
 
+/// The remote source a path is read from (`s3://bucket`, an HTTP server's origin, a signed
+/// URL itself, since its query string is its credentials); `None` for this machine's files.
+pub fn remote_key(path: &str) -> Option<String> {
+    let (scheme, rest) = path.split_once("://")?;
+    match scheme {
+        "s3" | "s3a" => Some(format!("s3://{}", rest.split('/').next().unwrap_or_default())),
+        "http" | "https" if is_signed_url(path) => Some(path.to_string()),
+        "http" | "https" => Some(http::origin_of(path).unwrap_or(path).to_string()),
+        _ => None,
+    }
+}
+
 impl Default for Sources {
     fn default() -> Self {
         Self {
@@ -64,27 +76,22 @@ impl Sources {
     }
 
     pub fn for_path(&self, path: &str, s3: &S3Options) -> Result<Arc<dyn ObjectSource>> {
-        let (scheme, rest) = match path.split_once("://") {
+        let (scheme, _) = match path.split_once("://") {
             None | Some(("file", _)) => {
                 let local = self.local.lock().unwrap_or_else(|p| p.into_inner());
                 return Ok(Arc::clone(&local));
             }
             Some(parts) => parts,
         };
+        let key = remote_key(path).unwrap_or_default();
         let (key, s3) = match scheme {
             "s3" | "s3a" => {
-                let bucket = rest.split('/').next().unwrap_or_default();
-                if bucket.is_empty() {
+                if key.len() == "s3://".len() {
                     return Err(QuiverError::invalid(format!("{path}: no bucket name")));
                 }
-                (format!("s3://{bucket}"), s3.clone())
+                (key, s3.clone())
             }
-            // A signed URL is its own source: its query string is its credentials.
-            "http" | "https" if is_signed_url(path) => (path.to_string(), S3Options::default()),
-            "http" | "https" => {
-                let origin = http::origin_of(path).unwrap_or(path);
-                (origin.to_string(), S3Options::default())
-            }
+            "http" | "https" => (key, S3Options::default()),
             other => {
                 return Err(QuiverError::Unsupported {
                     location: path.to_string(),

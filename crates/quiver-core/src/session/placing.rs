@@ -1,0 +1,192 @@
+//! Where a statement runs: `quiver.executor` (or the session's), and for `auto` the place
+//! `exec::place` picks from the plan's estimates here and on Lambda; a ceiling in dollars
+//! holds for every executor. A run here feeds what it measured back into the rates.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::ExecutionPlan;
+
+use super::QuiverSession;
+use crate::cost::{planned_reads, scans, Cost, PlannedReads, WorkerCost};
+use crate::exec::place::{self, Place, Placement, Planned, Policy};
+use crate::exec::ExecutorKind;
+use crate::metrics::{MetricsSnapshot, QueryMetrics};
+use crate::source::remote_key;
+
+impl QuiverSession {
+    /// The executor of the next statement: `quiver.executor` if set, else the session's.
+    fn executor_now(&self) -> Result<ExecutorKind> {
+        let named = self.options_now().executor;
+        if named.trim().is_empty() {
+            return Ok(self.options.executor);
+        }
+        ExecutorKind::parse(&named).ok_or_else(|| {
+            DataFusionError::Plan(format!(
+                "quiver.executor: '{named}' is not an executor (local, fragments, lambda, auto)"
+            ))
+        })
+    }
+
+    /// Who runs `physical` (planned from `plan`), and the plan it runs: `auto` becomes
+    /// local or remote by the estimates (and a remote run gets a plan without round-robin
+    /// exchanges, which would cut its fragments down to bare scans). Under a ceiling
+    /// (`quiver.max_dollars`) every executor's estimate is checked before any data page
+    /// is read.
+    pub(super) async fn place(
+        &self,
+        plan: LogicalPlan,
+        physical: Arc<dyn ExecutionPlan>,
+        metrics: &QueryMetrics,
+    ) -> Result<(ExecutorKind, Arc<dyn ExecutionPlan>)> {
+        let executor = self.executor_now()?;
+        let ceiling = self.options_now().max_dollars > 0.0;
+        if executor != ExecutorKind::Auto && !ceiling {
+            return Ok((executor, physical));
+        }
+        // The statement's own reads so far are the runtime's metrics, counted there.
+        let (cost, reads) = self.planned_cost(&physical, MetricsSnapshot::default()).await?;
+        let placement = self.placement(executor, &physical, &cost, &reads)?;
+        if executor != ExecutorKind::Auto {
+            return Ok((executor, physical));
+        }
+        metrics.set_placed(placement.line());
+        Ok(match placement.place {
+            Place::Local => (ExecutorKind::DataFusion, physical),
+            Place::Lambda => {
+                let mut state = self.context.state();
+                state.config_mut().options_mut().optimizer.enable_round_robin_repartition = false;
+                (ExecutorKind::Remote, state.create_physical_plan(&plan).await?)
+            }
+        })
+    }
+
+    /// What running `plan` here costs (with `planning`'s reads), and its scans' reads.
+    pub(super) async fn planned_cost(
+        &self,
+        plan: &Arc<dyn ExecutionPlan>,
+        planning: MetricsSnapshot,
+    ) -> Result<(Cost, Vec<PlannedReads>)> {
+        let reads = planned_reads(plan, &self.runtime).await?;
+        let mut planning = planning;
+        planning.add(&self.runtime.metrics().snapshot());
+        let mut cost = Cost {
+            files: planning.files,
+            footer_gets: planning.footer_requests,
+            // Planning's other requests (an index file) are made again by the run.
+            data_gets: planning.requests.saturating_sub(planning.footer_requests),
+            bytes: planning.bytes_read,
+            ..Default::default()
+        };
+        for scan in &reads {
+            cost.buckets += scan.buckets;
+            cost.data_gets += scan.requests;
+            cost.bytes += scan.bytes;
+        }
+        Ok((cost, reads))
+    }
+
+    /// What the session's remote runner would spend on `reads`; `None` without one.
+    pub(super) fn worker_cost(&self, reads: &[PlannedReads]) -> Option<WorkerCost> {
+        let runner = self.remote.as_ref()?;
+        let config = self.context.state_ref().read().config_options().clone();
+        let mut total = WorkerCost::default();
+        for scan in reads {
+            let workers = runner.estimate(scan, &config);
+            total.workers += workers.workers;
+            total.gb_seconds += workers.gb_seconds;
+            // Scans run one after another (a join's build side first).
+            total.seconds += workers.seconds;
+        }
+        Some(total)
+    }
+
+    /// Where `executor` runs `plan` and the estimates behind it: `auto` by `quiver.place`,
+    /// the others where they run; refused over `quiver.max_dollars`.
+    pub(super) fn placement(
+        &self,
+        executor: ExecutorKind,
+        plan: &Arc<dyn ExecutionPlan>,
+        cost: &Cost,
+        reads: &[PlannedReads],
+    ) -> Result<Placement> {
+        let options = self.options_now();
+        let source = single_source(sources(plan));
+        let planned = Planned {
+            cost,
+            reads,
+            source: source.as_deref(),
+        };
+        let rates = self.runtime.rates.now();
+        let local = place::local_estimate(&planned, &rates, &options, self.options.threads);
+        let on_lambda = |workers: WorkerCost| place::Estimate {
+            seconds: workers.seconds,
+            dollars: Cost { workers, ..*cost }.dollars(&self.prices()),
+        };
+        let workers = self.worker_cost(reads);
+        let (policy, lambda) = match executor {
+            ExecutorKind::Auto => {
+                let refused = place::lambda_refusal(&planned, &options);
+                let lambda = match (workers, refused) {
+                    (None, _) => Err("no Lambda function is configured".to_string()),
+                    (Some(_), Some(why)) => Err(why),
+                    (Some(workers), None) => Ok(on_lambda(workers)),
+                };
+                (Policy::parse(&options.place)?, lambda)
+            }
+            ExecutorKind::Remote => (
+                Policy::Always(Place::Lambda),
+                Ok(on_lambda(workers.unwrap_or_default())),
+            ),
+            ExecutorKind::DataFusion | ExecutorKind::Fragments => (
+                Policy::Always(Place::Local),
+                Err("the executor is local".to_string()),
+            ),
+        };
+        place::choose(policy, options.max_dollars, local, lambda)
+    }
+
+    /// What a run of `plan` here does once its last row is out: its reads and threads
+    /// measured into the rates.
+    pub(super) fn observer(
+        &self,
+        plan: &Arc<dyn ExecutionPlan>,
+        metrics: &Arc<QueryMetrics>,
+    ) -> impl FnOnce(Duration) + Send + 'static {
+        let (runtime, metrics) = (Arc::clone(&self.runtime), Arc::clone(metrics));
+        let sources = sources(plan);
+        let only_here = sources.iter().all(Option::is_none);
+        let source = single_source(sources);
+        let threads = self.options.threads;
+        move |elapsed| {
+            let seconds = elapsed.as_secs_f64();
+            let read = place::ReadFrom {
+                source: source.as_deref(),
+                only_here,
+            };
+            place::observe(&runtime, &metrics, read, seconds, threads)
+        }
+    }
+}
+
+/// The sources `plan`'s scans read, `None` for this machine's files.
+fn sources(plan: &Arc<dyn ExecutionPlan>) -> BTreeSet<Option<String>> {
+    let mut sources = BTreeSet::new();
+    for scan in scans(plan) {
+        for file in scan.files().iter() {
+            sources.insert(remote_key(&file.meta.path));
+        }
+    }
+    sources
+}
+
+/// The one remote source of `sources`, if there is exactly one and no file here.
+fn single_source(mut sources: BTreeSet<Option<String>>) -> Option<String> {
+    match sources.len() {
+        1 => sources.pop_first().flatten(),
+        _ => None,
+    }
+}
