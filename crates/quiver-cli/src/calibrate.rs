@@ -49,9 +49,15 @@ pub async fn run(args: CalibrateArgs, threads: usize) -> Result<(), String> {
     keep_rates(&session);
     if let Some(url) = &args.url {
         let sql = format!("SELECT * FROM read_parquet('{}')", url.replace('\'', "''"));
-        for pass in ["first (the source's bandwidth)", "again (decoding, from memory)"] {
+        for pass in [
+            "first (the source's bandwidth)",
+            "again (decoding, from memory)",
+        ] {
             eprintln!("calibrate: reading {url} {pass}");
-            let answer = session.run_streaming(&sql).await.map_err(|e| describe(&e))?;
+            let answer = session
+                .run_streaming(&sql)
+                .await
+                .map_err(|e| describe(&e))?;
             let mut batches = answer.batches;
             while let Some(batch) = batches.next().await {
                 batch.map_err(|e| describe(&e))?;
@@ -69,7 +75,9 @@ fn report(rates: &MeasuredRates, threads: usize) -> String {
     for (source, measured) in &rates.sources {
         out.push_str(&format!(
             "{source}: {:.1} MB/s ({} samples), first byte {:.0} ms\n",
-            mb(measured.bytes_per_second.or(ASSUMED_NETWORK_BYTES_PER_SECOND)),
+            mb(measured
+                .bytes_per_second
+                .or(ASSUMED_NETWORK_BYTES_PER_SECOND)),
             measured.bytes_per_second.samples,
             measured.latency_seconds.or(ASSUMED_LATENCY_SECONDS) * 1e3,
         ));

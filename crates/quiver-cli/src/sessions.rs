@@ -42,7 +42,9 @@ pub async fn query_session(
     })?;
     let lambda = match (kind, function) {
         (ExecutorKind::Remote, None) => {
-            return Err("--executor lambda needs --function NAME (the deployed worker function)".into())
+            return Err(
+                "--executor lambda needs --function NAME (the deployed worker function)".into(),
+            )
         }
         (ExecutorKind::Remote | ExecutorKind::Auto, Some(function)) => {
             let coordinator = (executor.coordinator.clone())

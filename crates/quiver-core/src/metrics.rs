@@ -257,7 +257,10 @@ impl QueryMetrics {
 
     /// Where the statement ran and why, if a placement was chosen.
     pub fn placed(&self) -> Option<String> {
-        self.placed.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.placed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn phases(&self) -> Vec<(&'static str, Duration)> {

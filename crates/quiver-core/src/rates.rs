@@ -121,7 +121,10 @@ pub struct Rates {
 
 impl Rates {
     pub fn now(&self) -> MeasuredRates {
-        self.measured.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.measured
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Starts from what `file` holds (if it reads) and writes every change back to it.
@@ -223,7 +226,10 @@ mod tests {
         ]);
         assert_eq!(sample.bytes, 23);
         assert!((sample.busy_seconds - 2.3).abs() < 1e-9, "{sample:?}");
-        assert_eq!(sample.small_read_seconds.map(|s| (s * 10.0).round()), Some(2.0));
+        assert_eq!(
+            sample.small_read_seconds.map(|s| (s * 10.0).round()),
+            Some(2.0)
+        );
         assert_eq!(ReadSample::of(vec![]), ReadSample::default());
     }
 

@@ -106,7 +106,11 @@ impl LambdaOptions {
     /// round trip, another through sub-coordinators above the tree threshold, and one
     /// worker's time (they run at once).
     pub fn fan_out_seconds(&self, bytes: u64, workers: usize) -> f64 {
-        let hops = if workers > self.tree_threshold.max(1) { 2.0 } else { 1.0 };
+        let hops = if workers > self.tree_threshold.max(1) {
+            2.0
+        } else {
+            1.0
+        };
         hops * self.estimate_invoke_seconds + self.worker_seconds(bytes, workers)
     }
 

@@ -14,8 +14,8 @@ use crate::cost::{Cost, PlannedReads, Prices};
 use crate::metrics::{QueryMetrics, SpanKind};
 use crate::options::QuiverOptions;
 use crate::rates::{
-    MeasuredRates, ReadSample, ASSUMED_DECODE_BYTES_PER_THREAD_SECOND,
-    ASSUMED_LATENCY_SECONDS, ASSUMED_NETWORK_BYTES_PER_SECOND,
+    MeasuredRates, ReadSample, ASSUMED_DECODE_BYTES_PER_THREAD_SECOND, ASSUMED_LATENCY_SECONDS,
+    ASSUMED_NETWORK_BYTES_PER_SECOND,
 };
 use crate::runtime::QuiverRuntime;
 
@@ -115,7 +115,10 @@ impl Placement {
             fields.push(Field::new(name, kind, nullable));
             columns.push(column);
         }
-        Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
+        Ok(RecordBatch::try_new(
+            Arc::new(Schema::new(fields)),
+            columns,
+        )?)
     }
 }
 
@@ -139,8 +142,8 @@ pub fn local_estimate(
 ) -> Estimate {
     let decoded: u64 = planned.reads.iter().map(|r| r.planned_bytes).sum();
     let fetched: u64 = planned.reads.iter().map(|r| r.bytes).sum();
-    let per_thread = (rates.decode_bytes_per_thread_second)
-        .or(ASSUMED_DECODE_BYTES_PER_THREAD_SECOND);
+    let per_thread =
+        (rates.decode_bytes_per_thread_second).or(ASSUMED_DECODE_BYTES_PER_THREAD_SECOND);
     let compute = decoded as f64 / (per_thread * threads.max(1) as f64);
     let (network, latency) = match planned.source {
         Some(key) => {
@@ -199,7 +202,9 @@ pub fn choose(
     let within = |e: &Estimate| max_dollars <= 0.0 || e.dollars <= max_dollars;
     let mut order = match (&lambda, policy) {
         (Err(why), _) => vec![(Place::Local, format!("not lambda: {why}"))],
-        (Ok(_), Policy::Always(place)) => vec![(place, format!("quiver.place = '{}'", place.name()))],
+        (Ok(_), Policy::Always(place)) => {
+            vec![(place, format!("quiver.place = '{}'", place.name()))]
+        }
         (Ok(remote), Policy::Fastest) => {
             let lambda_first = (remote.seconds, remote.dollars) < (local.seconds, local.dollars);
             ranked(lambda_first, "faster")
@@ -218,7 +223,10 @@ pub fn choose(
     match order.into_iter().next() {
         Some((place, why)) => Ok(placement(place, why)),
         None => {
-            let lambda = lambda.as_ref().ok().map(|e| format!(", ${:.6} on Lambda", e.dollars));
+            let lambda = lambda
+                .as_ref()
+                .ok()
+                .map(|e| format!(", ${:.6} on Lambda", e.dollars));
             Err(DataFusionError::Plan(format!(
                 "the query is estimated at ${:.6} here{}, above quiver.max_dollars (${max_dollars})",
                 local.dollars,
@@ -296,11 +304,17 @@ mod tests {
             dollars: 0.001,
         };
         let fast = choose(Policy::Fastest, 0.0, slow_cheap, Ok(QUICK_THERE)).unwrap();
-        assert_eq!((fast.place, fast.why.as_str()), (Place::Lambda, "the faster"));
+        assert_eq!(
+            (fast.place, fast.why.as_str()),
+            (Place::Lambda, "the faster")
+        );
         let cheap = choose(Policy::Cheapest, 0.0, slow_cheap, Ok(QUICK_THERE)).unwrap();
         assert_eq!(cheap.place, Place::Local);
         let line = fast.line();
-        assert!(line.starts_with("place: lambda (the faster; estimates: local 9.00 s"), "{line}");
+        assert!(
+            line.starts_with("place: lambda (the faster; estimates: local 9.00 s"),
+            "{line}"
+        );
     }
 
     #[test]
@@ -316,8 +330,16 @@ mod tests {
 
     #[test]
     fn the_ceiling_moves_the_query_or_refuses_it_naming_both_estimates() {
-        let moved = choose(Policy::Always(Place::Local), 0.1, QUICK_HERE, Ok(QUICK_THERE));
-        assert!(moved.is_err(), "an explicit place is kept, and it is over the ceiling");
+        let moved = choose(
+            Policy::Always(Place::Local),
+            0.1,
+            QUICK_HERE,
+            Ok(QUICK_THERE),
+        );
+        assert!(
+            moved.is_err(),
+            "an explicit place is kept, and it is over the ceiling"
+        );
         let fastest = Estimate {
             seconds: 0.1,
             dollars: 2.0,
@@ -358,7 +380,10 @@ mod tests {
         let estimate = local_estimate(&planned, &rates, &options, 2);
         assert!((estimate.seconds - 10.03).abs() < 1e-9, "{estimate:?}");
         // 1,000 GETs and 0.5 GB out of S3.
-        assert!((estimate.dollars - (0.0004 + 0.045)).abs() < 1e-9, "{estimate:?}");
+        assert!(
+            (estimate.dollars - (0.0004 + 0.045)).abs() < 1e-9,
+            "{estimate:?}"
+        );
         assert_eq!(
             lambda_refusal(&planned, &options),
             None,

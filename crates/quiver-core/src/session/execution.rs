@@ -15,8 +15,8 @@ use web_time::Instant;
 use super::output::{describe_batch, memory_stream, QueryOutput, QueryStream};
 use super::QuiverSession;
 use crate::cost::{Cost, Prices, WorkerCost};
-use crate::exec::place::Placement;
 use crate::error::describe;
+use crate::exec::place::Placement;
 use crate::exec::{execute_with_fragments, ExecutorKind, FragmentRunner, RayonRunner};
 use crate::memory;
 use crate::metrics::MetricsSnapshot;
@@ -60,7 +60,8 @@ impl QuiverSession {
             ExecutorKind::Remote => self.remote_runner()?,
         };
         // What workers delivered is theirs, not this machine's.
-        let observe = (executor != ExecutorKind::Remote).then(|| self.observer(&physical, &metrics));
+        let observe =
+            (executor != ExecutorKind::Remote).then(|| self.observer(&physical, &metrics));
         let batches = execute_with_fragments(Arc::clone(&physical), task, runner).await?;
         let batches = memory_stream(&schema, batches);
         let stream = QueryStream {

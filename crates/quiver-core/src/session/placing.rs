@@ -48,7 +48,9 @@ impl QuiverSession {
             return Ok((executor, physical));
         }
         // The statement's own reads so far are the runtime's metrics, counted there.
-        let (cost, reads) = self.planned_cost(&physical, MetricsSnapshot::default()).await?;
+        let (cost, reads) = self
+            .planned_cost(&physical, MetricsSnapshot::default())
+            .await?;
         let placement = self.placement(executor, &physical, &cost, &reads)?;
         if executor != ExecutorKind::Auto {
             return Ok((executor, physical));
@@ -58,8 +60,15 @@ impl QuiverSession {
             Place::Local => (ExecutorKind::DataFusion, physical),
             Place::Lambda => {
                 let mut state = self.context.state();
-                state.config_mut().options_mut().optimizer.enable_round_robin_repartition = false;
-                (ExecutorKind::Remote, state.create_physical_plan(&plan).await?)
+                state
+                    .config_mut()
+                    .options_mut()
+                    .optimizer
+                    .enable_round_robin_repartition = false;
+                (
+                    ExecutorKind::Remote,
+                    state.create_physical_plan(&plan).await?,
+                )
             }
         })
     }

@@ -28,7 +28,10 @@ pub struct Sources {
 pub fn remote_key(path: &str) -> Option<String> {
     let (scheme, rest) = path.split_once("://")?;
     match scheme {
-        "s3" | "s3a" => Some(format!("s3://{}", rest.split('/').next().unwrap_or_default())),
+        "s3" | "s3a" => Some(format!(
+            "s3://{}",
+            rest.split('/').next().unwrap_or_default()
+        )),
         "http" | "https" if is_signed_url(path) => Some(path.to_string()),
         "http" | "https" => Some(http::origin_of(path).unwrap_or(path).to_string()),
         _ => None,
