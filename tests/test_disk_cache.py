@@ -36,11 +36,12 @@ def disk_hits(stderr):
 
 
 def pieces(folder):
-    """The cache's piece files under `folder` (the XDG cache home): path -> size."""
+    """The cache's piece files under `folder` (the XDG cache home): path -> size. The
+    measured rates (`rates.json`, kept beside the pieces) are not a piece."""
     found = {}
     for root, _, files in os.walk(folder):
         for name in files:
-            if not name.endswith(".part"):
+            if not name.endswith(".part") and name != "rates.json":
                 path = os.path.join(root, name)
                 found[path] = os.path.getsize(path)
     return found
