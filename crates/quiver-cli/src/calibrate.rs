@@ -11,7 +11,7 @@ use quiver_core::rates::{
 };
 use quiver_core::{describe, ExecutorKind, SessionOptions};
 
-use crate::sessions::{keep_rates, new_session, setting_error, RATES_FILE};
+use crate::sessions::{apply_settings, keep_rates, new_session, RATES_FILE};
 
 #[derive(Args)]
 pub struct CalibrateArgs {
@@ -38,14 +38,7 @@ pub async fn run(args: CalibrateArgs, threads: usize) -> Result<(), String> {
     ];
     settings.extend(args.s3_endpoint.map(|e| format!("quiver.s3_endpoint={e}")));
     settings.extend(args.settings);
-    for setting in &settings {
-        let (key, value) = setting
-            .split_once('=')
-            .ok_or_else(|| format!("--set takes KEY=VALUE, not '{setting}'"))?;
-        session
-            .set(key.trim(), value.trim())
-            .map_err(|e| setting_error(key, &e))?;
-    }
+    apply_settings(&session, &settings)?;
     keep_rates(&session);
     if let Some(url) = &args.url {
         let sql = format!("SELECT * FROM read_parquet('{}')", url.replace('\'', "''"));

@@ -25,7 +25,7 @@ use quiver_lambda_executor::executor::LambdaRunner;
 
 use output::{closed_pipe, print_stream, Printing};
 use progress::Progress;
-use sessions::{new_session, query_session, setting_error};
+use sessions::{apply_settings, new_session, query_session};
 
 /// mimalloc (see `quiver_core::allocator`).
 #[global_allocator]
@@ -429,14 +429,7 @@ async fn run_index(args: IndexArgs) -> Result<(), String> {
     if let Some(region) = &args.region {
         settings.push(format!("quiver.s3_region={region}"));
     }
-    for setting in &settings {
-        let (key, value) = setting
-            .split_once('=')
-            .ok_or_else(|| format!("--set takes KEY=VALUE, not '{setting}'"))?;
-        session
-            .set(key.trim(), value.trim())
-            .map_err(|e| setting_error(key, &e))?;
-    }
+    apply_settings(&session, &settings)?;
     let action = match args.action {
         IndexAction::Build => quiver_core::session::IndexAction::Build,
         IndexAction::Refresh => quiver_core::session::IndexAction::Refresh,

@@ -101,6 +101,19 @@ pub fn new_session(options: SessionOptions) -> Result<QuiverSession, String> {
     Ok(session)
 }
 
+/// Applies `--set`'s `KEY=VALUE` texts, in order.
+pub fn apply_settings(session: &QuiverSession, settings: &[String]) -> Result<(), String> {
+    for setting in settings {
+        let (key, value) = setting
+            .split_once('=')
+            .ok_or_else(|| format!("--set takes KEY=VALUE, not '{setting}'"))?;
+        session
+            .set(key.trim(), value.trim())
+            .map_err(|e| setting_error(key, &e))?;
+    }
+    Ok(())
+}
+
 /// A refused `--set`, naming the setting once.
 pub fn setting_error(key: &str, error: &datafusion::error::DataFusionError) -> String {
     let message = describe(error);
