@@ -432,6 +432,28 @@ def test_bad_setting_is_a_clear_error(quiver):
     assert proc.returncode != 0 and "quiver.broadcast_bytes" in proc.stderr, proc.stderr
 
 
+def test_placement_settings_are_refused_when_set_and_a_ceiling_never_hides_the_estimate(
+        quiver, data):
+    """A policy, executor or ceiling that no query could use is refused by SET itself, not
+    by the first query that reads it; `EXPLAIN COST` answers under any ceiling (the
+    estimate is what the user asked for), while the query itself is refused."""
+    for setting, why in [("quiver.place = 'fast'", "not a policy"),
+                         ("quiver.executor = 'turbo'", "not an executor"),
+                         ("quiver.max_dollars = -1", "not a ceiling in dollars")]:
+        proc = quiver.run("query", f"SET {setting}; SELECT 1")
+        assert proc.returncode == 1 and why in proc.stderr, (setting, proc.stderr)
+        key, value = setting.replace("'", "").split(" = ")
+        proc = quiver.run("query", "--set", f"{key}={value}", "SELECT 1")
+        assert proc.returncode == 1 and why in proc.stderr, (setting, proc.stderr)
+    sql = "SELECT sum(id) FROM 'f.parquet'"
+    ceiling = ("--set", "quiver.max_dollars=0.0000000001")
+    header, [row] = quiver.csv(sql, "--dry-run", *ceiling, cwd=data)
+    cost = dict(zip(header, row))
+    assert cost["place"] == "local" and float(cost["local_dollars"]) > 0, cost
+    proc = quiver.run("query", *ceiling, sql, cwd=data)
+    assert proc.returncode == 1 and "above quiver.max_dollars" in proc.stderr, proc.stderr
+
+
 def test_wildcard_is_never_answered_from_the_listing(quiver, data):
     # DISTINCT ignores duplicates, but * must still mean every file column
     assert quiver.csv("SELECT count(*) AS n FROM (SELECT DISTINCT * FROM 'glob/a2.parquet')",

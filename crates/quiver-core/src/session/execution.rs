@@ -13,12 +13,11 @@ use datafusion::sql::sqlparser::dialect::GenericDialect;
 use web_time::Instant;
 
 use super::output::{describe_batch, memory_stream, QueryOutput, QueryStream};
-use super::QuiverSession;
+use super::{check_value, QuiverSession};
 use crate::cost::{Cost, Prices, WorkerCost};
 use crate::error::describe;
 use crate::exec::place::Placement;
 use crate::exec::{execute_with_fragments, ExecutorKind, FragmentRunner, RayonRunner};
-use crate::memory;
 use crate::metrics::MetricsSnapshot;
 
 impl QuiverSession {
@@ -96,13 +95,7 @@ impl QuiverSession {
             .clone();
         trial
             .set(&set.variable, &set.value)
-            .and_then(|()| {
-                if set.variable.eq_ignore_ascii_case("quiver.memory_limit") {
-                    memory::parse_limit(&set.value).map(|_| ())
-                } else {
-                    Ok(())
-                }
-            })
+            .and_then(|()| check_value(&set.variable, &set.value))
             .map_err(|e| {
                 let message = describe(&e);
                 DataFusionError::Plan(if message.contains(set.variable.as_str()) {
@@ -135,14 +128,15 @@ impl QuiverSession {
         Ok((self.physical(plan).await?, earlier))
     }
 
-    /// What `sql` will cost (`EXPLAIN COST`), and where the `auto` executor would run it:
+    /// What `sql` will cost (`EXPLAIN COST`), and where the statement's executor would run it:
     /// its last statement is planned, which reads footers (those of the views it names,
     /// too: see `lazy_views`), and no data page is read; earlier statements run, and what
     /// they read counts.
     pub async fn estimate_cost(&self, sql: &str) -> Result<(Cost, Placement)> {
         let (plan, planning) = self.plan_last(sql).await?;
         let (mut cost, reads) = self.planned_cost(&plan, planning).await?;
-        let placement = self.placement(ExecutorKind::Auto, &plan, &cost, &reads)?;
+        // The estimates are the answer: no ceiling refuses them.
+        let placement = self.placement(self.executor_now()?, &plan, &cost, &reads, 0.0)?;
         if let Some(workers) = self.worker_cost(&reads) {
             cost.workers = workers;
         }

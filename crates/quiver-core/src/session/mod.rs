@@ -230,15 +230,35 @@ impl QuiverSession {
     /// Sets a configuration value, as `SET key = value` does (`quiver.coalesce_gap`, or any
     /// of DataFusion's `datafusion.*` settings).
     pub fn set(&self, key: &str, value: &str) -> Result<()> {
-        if key.eq_ignore_ascii_case("quiver.memory_limit") {
-            memory::parse_limit(value)?;
-        }
+        check_value(key, value)?;
         self.context
             .state_ref()
             .write()
             .config_mut()
             .options_mut()
             .set(key, value)
+    }
+}
+
+/// What a setting's type lets through and Quiver refuses, checked when it is set rather
+/// than by the first statement that reads it (which may be much later, or never).
+fn check_value(key: &str, value: &str) -> Result<()> {
+    let refused = |why: &str| {
+        Err(datafusion::error::DataFusionError::Plan(format!(
+            "{key}: {why}"
+        )))
+    };
+    match key.to_ascii_lowercase().as_str() {
+        "quiver.memory_limit" => memory::parse_limit(value).map(|_| ()),
+        "quiver.place" => crate::exec::place::Policy::parse(value).map(|_| ()),
+        "quiver.executor" => placing::executor_named(value).map(|_| ()),
+        "quiver.max_dollars" => match value.trim().parse::<f64>() {
+            Ok(dollars) if dollars.is_nan() || dollars < 0.0 => refused(&format!(
+                "'{value}' is not a ceiling in dollars (0 or more; 0: none)"
+            )),
+            _ => Ok(()),
+        },
+        _ => Ok(()),
     }
 }
 

@@ -19,16 +19,8 @@ use crate::source::remote_key;
 
 impl QuiverSession {
     /// The executor of the next statement: `quiver.executor` if set, else the session's.
-    fn executor_now(&self) -> Result<ExecutorKind> {
-        let named = self.options_now().executor;
-        if named.trim().is_empty() {
-            return Ok(self.options.executor);
-        }
-        ExecutorKind::parse(&named).ok_or_else(|| {
-            DataFusionError::Plan(format!(
-                "quiver.executor: '{named}' is not an executor (local, fragments, lambda, auto)"
-            ))
-        })
+    pub(super) fn executor_now(&self) -> Result<ExecutorKind> {
+        Ok(executor_named(&self.options_now().executor)?.unwrap_or(self.options.executor))
     }
 
     /// Who runs `physical` (planned from `plan`), and the plan it runs: `auto` becomes
@@ -43,15 +35,15 @@ impl QuiverSession {
         metrics: &QueryMetrics,
     ) -> Result<(ExecutorKind, Arc<dyn ExecutionPlan>)> {
         let executor = self.executor_now()?;
-        let ceiling = self.options_now().max_dollars > 0.0;
-        if executor != ExecutorKind::Auto && !ceiling {
+        if executor != ExecutorKind::Auto && self.options_now().max_dollars <= 0.0 {
             return Ok((executor, physical));
         }
         // The statement's own reads so far are the runtime's metrics, counted there.
         let (cost, reads) = self
             .planned_cost(&physical, MetricsSnapshot::default())
             .await?;
-        let placement = self.placement(executor, &physical, &cost, &reads)?;
+        let ceiling = self.options_now().max_dollars;
+        let placement = self.placement(executor, &physical, &cost, &reads, ceiling)?;
         if executor != ExecutorKind::Auto {
             return Ok((executor, physical));
         }
@@ -114,13 +106,14 @@ impl QuiverSession {
     }
 
     /// Where `executor` runs `plan` and the estimates behind it: `auto` by `quiver.place`,
-    /// the others where they run; refused over `quiver.max_dollars`.
+    /// the others where they run; refused over `max_dollars` (0: no ceiling).
     pub(super) fn placement(
         &self,
         executor: ExecutorKind,
         plan: &Arc<dyn ExecutionPlan>,
         cost: &Cost,
         reads: &[PlannedReads],
+        max_dollars: f64,
     ) -> Result<Placement> {
         let options = self.options_now();
         let source = single_source(sources(plan));
@@ -155,7 +148,7 @@ impl QuiverSession {
                 Err("the executor is local".to_string()),
             ),
         };
-        place::choose(policy, options.max_dollars, local, lambda)
+        place::choose(policy, max_dollars, local, lambda)
     }
 
     /// What a run of `plan` here does once its last row is out: its reads and threads
@@ -179,6 +172,18 @@ impl QuiverSession {
             place::observe(&runtime, &metrics, read, seconds, threads)
         }
     }
+}
+
+/// The executor `quiver.executor` names (`None` when empty: the session's).
+pub(super) fn executor_named(named: &str) -> Result<Option<ExecutorKind>> {
+    if named.trim().is_empty() {
+        return Ok(None);
+    }
+    ExecutorKind::parse(named).map(Some).ok_or_else(|| {
+        DataFusionError::Plan(format!(
+            "quiver.executor: '{named}' is not an executor (local, fragments, lambda, auto)"
+        ))
+    })
 }
 
 /// The sources `plan`'s scans read, `None` for this machine's files.
