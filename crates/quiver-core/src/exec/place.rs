@@ -249,11 +249,25 @@ fn ranked(lambda_first: bool, better: &str) -> Vec<(Place, String)> {
     ]
 }
 
-/// What a run read: its one remote source (if exactly one), and whether it read only
-/// this machine's files.
-pub struct ReadFrom<'a> {
-    pub source: Option<&'a str>,
+/// Where a plan reads: its one remote source (if exactly one), and whether it reads only
+/// this machine's files. Found once per statement, for its placement and its observation.
+#[derive(Debug, Clone, Default)]
+pub struct ReadFrom {
+    pub source: Option<String>,
     pub only_here: bool,
+}
+
+impl ReadFrom {
+    /// `sources` as `source::remote_key` names them (`None` for this machine's files).
+    pub fn of(sources: std::collections::BTreeSet<Option<String>>) -> Self {
+        let only_here = sources.iter().all(Option::is_none);
+        let mut sources = sources;
+        let source = match sources.len() {
+            1 => sources.pop_first().flatten(),
+            _ => None,
+        };
+        Self { source, only_here }
+    }
 }
 
 /// After a run here of `seconds` on `threads` threads: the bandwidth and latency of its
@@ -263,7 +277,7 @@ pub struct ReadFrom<'a> {
 pub fn observe(
     runtime: &QuiverRuntime,
     metrics: &QueryMetrics,
-    read: ReadFrom,
+    read: &ReadFrom,
     seconds: f64,
     threads: usize,
 ) {
@@ -275,7 +289,7 @@ pub fn observe(
         })
         .collect();
     let sample = ReadSample::of(requests);
-    if let Some(source) = read.source {
+    if let Some(source) = &read.source {
         runtime.rates.observe_source(source, sample);
     }
     if read.only_here || sample.busy_seconds < seconds / 4.0 {

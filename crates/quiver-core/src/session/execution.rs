@@ -13,6 +13,7 @@ use datafusion::sql::sqlparser::dialect::GenericDialect;
 use web_time::Instant;
 
 use super::output::{describe_batch, memory_stream, QueryOutput, QueryStream};
+use super::placing::read_from;
 use super::{check_value, QuiverSession};
 use crate::cost::{Cost, Prices, WorkerCost};
 use crate::error::describe;
@@ -38,7 +39,8 @@ impl QuiverSession {
             return Ok(QueryOutput::of(batch, metrics).into_stream());
         }
         let physical = self.physical(plan.clone()).await?;
-        let (executor, physical) = self.place(plan, physical, &metrics).await?;
+        let read = read_from(&physical);
+        let (executor, physical) = self.place(plan, physical, &read, &metrics).await?;
         metrics.record_phase("plan", started.elapsed());
         let started = Instant::now();
         let task = self.context.task_ctx();
@@ -46,7 +48,7 @@ impl QuiverSession {
         let local = RayonRunner(&self.pool);
         let runner: &dyn FragmentRunner = match executor {
             ExecutorKind::DataFusion | ExecutorKind::Auto => {
-                let observe = self.observer(&physical, &metrics);
+                let observe = self.observer(&read, &metrics);
                 let batches = execute_stream(Arc::clone(&physical), task)?;
                 let stream = QueryStream {
                     schema,
@@ -59,8 +61,7 @@ impl QuiverSession {
             ExecutorKind::Remote => self.remote_runner()?,
         };
         // What workers delivered is theirs, not this machine's.
-        let observe =
-            (executor != ExecutorKind::Remote).then(|| self.observer(&physical, &metrics));
+        let observe = (executor != ExecutorKind::Remote).then(|| self.observer(&read, &metrics));
         let batches = execute_with_fragments(Arc::clone(&physical), task, runner).await?;
         let batches = memory_stream(&schema, batches);
         let stream = QueryStream {
@@ -136,7 +137,8 @@ impl QuiverSession {
         let (plan, planning) = self.plan_last(sql).await?;
         let (mut cost, reads) = self.planned_cost(&plan, planning).await?;
         // The estimates are the answer: no ceiling refuses them.
-        let placement = self.placement(self.executor_now()?, &plan, &cost, &reads, 0.0)?;
+        let read = read_from(&plan);
+        let placement = self.placement(self.executor_now()?, &read, &cost, &reads, 0.0)?;
         if let Some(workers) = self.worker_cost(&reads) {
             cost.workers = workers;
         }

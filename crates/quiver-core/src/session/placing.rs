@@ -2,7 +2,6 @@
 //! `exec::place` picks from the plan's estimates here and on Lambda; a ceiling in dollars
 //! holds for every executor. A run here feeds what it measured back into the rates.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +11,7 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use super::QuiverSession;
 use crate::cost::{planned_reads, scans, Cost, PlannedReads, WorkerCost};
-use crate::exec::place::{self, Place, Placement, Planned, Policy};
+use crate::exec::place::{self, Place, Placement, Planned, Policy, ReadFrom};
 use crate::exec::ExecutorKind;
 use crate::metrics::{MetricsSnapshot, QueryMetrics};
 use crate::source::remote_key;
@@ -32,6 +31,7 @@ impl QuiverSession {
         &self,
         plan: LogicalPlan,
         physical: Arc<dyn ExecutionPlan>,
+        read: &ReadFrom,
         metrics: &QueryMetrics,
     ) -> Result<(ExecutorKind, Arc<dyn ExecutionPlan>)> {
         let executor = self.executor_now()?;
@@ -43,7 +43,7 @@ impl QuiverSession {
             .planned_cost(&physical, MetricsSnapshot::default())
             .await?;
         let ceiling = self.options_now().max_dollars;
-        let placement = self.placement(executor, &physical, &cost, &reads, ceiling)?;
+        let placement = self.placement(executor, read, &cost, &reads, ceiling)?;
         if executor != ExecutorKind::Auto {
             return Ok((executor, physical));
         }
@@ -110,17 +110,16 @@ impl QuiverSession {
     pub(super) fn placement(
         &self,
         executor: ExecutorKind,
-        plan: &Arc<dyn ExecutionPlan>,
+        read: &ReadFrom,
         cost: &Cost,
         reads: &[PlannedReads],
         max_dollars: f64,
     ) -> Result<Placement> {
         let options = self.options_now();
-        let source = single_source(sources(plan));
         let planned = Planned {
             cost,
             reads,
-            source: source.as_deref(),
+            source: read.source.as_deref(),
         };
         let rates = self.runtime.rates.now();
         let local = place::local_estimate(&planned, &rates, &options, self.options.threads);
@@ -151,26 +150,16 @@ impl QuiverSession {
         place::choose(policy, max_dollars, local, lambda)
     }
 
-    /// What a run of `plan` here does once its last row is out: its reads and threads
-    /// measured into the rates.
+    /// What a run here does once its last row is out: its reads (from `read`) and
+    /// threads measured into the rates.
     pub(super) fn observer(
         &self,
-        plan: &Arc<dyn ExecutionPlan>,
+        read: &ReadFrom,
         metrics: &Arc<QueryMetrics>,
     ) -> impl FnOnce(Duration) + Send + 'static {
         let (runtime, metrics) = (Arc::clone(&self.runtime), Arc::clone(metrics));
-        let sources = sources(plan);
-        let only_here = sources.iter().all(Option::is_none);
-        let source = single_source(sources);
-        let threads = self.options.threads;
-        move |elapsed| {
-            let seconds = elapsed.as_secs_f64();
-            let read = place::ReadFrom {
-                source: source.as_deref(),
-                only_here,
-            };
-            place::observe(&runtime, &metrics, read, seconds, threads)
-        }
+        let (read, threads) = (read.clone(), self.options.threads);
+        move |elapsed| place::observe(&runtime, &metrics, &read, elapsed.as_secs_f64(), threads)
     }
 }
 
@@ -186,21 +175,8 @@ pub(super) fn executor_named(named: &str) -> Result<Option<ExecutorKind>> {
     })
 }
 
-/// The sources `plan`'s scans read, `None` for this machine's files.
-fn sources(plan: &Arc<dyn ExecutionPlan>) -> BTreeSet<Option<String>> {
-    let mut sources = BTreeSet::new();
-    for scan in scans(plan) {
-        for file in scan.files().iter() {
-            sources.insert(remote_key(&file.meta.path));
-        }
-    }
-    sources
-}
-
-/// The one remote source of `sources`, if there is exactly one and no file here.
-fn single_source(mut sources: BTreeSet<Option<String>>) -> Option<String> {
-    match sources.len() {
-        1 => sources.pop_first().flatten(),
-        _ => None,
-    }
+/// Where `plan`'s scans read.
+pub(super) fn read_from(plan: &Arc<dyn ExecutionPlan>) -> ReadFrom {
+    let files = scans(plan).into_iter().flat_map(|scan| scan.files().iter());
+    ReadFrom::of(files.map(|file| remote_key(&file.meta.path)).collect())
 }
