@@ -83,3 +83,17 @@ resource "aws_s3_bucket_lifecycle_configuration" "results" {
     }
   }
 }
+
+# A page that sent its query to the function URL GETs an answer over 6 MB from here, by the
+# presigned URL the coordinator gave it: the same origins as the function URL, GET only.
+resource "aws_s3_bucket_cors_configuration" "results" {
+  count = var.create_results_bucket ? 1 : 0
+
+  bucket = aws_s3_bucket.results[0].id
+  cors_rule {
+    allowed_origins = var.cors_allow_origins
+    allowed_methods = ["GET"]
+    allowed_headers = []
+    max_age_seconds = var.cors_max_age_seconds
+  }
+}

@@ -17,7 +17,9 @@ resource "aws_lambda_function_url" "coordinator" {
       "x-amz-date",
       "x-amz-security-token",
     ]
-    max_age = var.cors_max_age_seconds
+    # The coordinator's account of a query (workers, GB-seconds, cost) for the profile view.
+    expose_headers = ["x-quiver-metrics"]
+    max_age        = var.cors_max_age_seconds
   }
 }
 

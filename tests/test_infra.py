@@ -343,7 +343,12 @@ def test_function_url_is_iam_unless_chosen(module):
     assert sorted(cors["allow_headers"]) == ["authorization", "content-type", "x-amz-content-sha256",
                                              "x-amz-date", "x-amz-security-token"]
     assert cors["allow_origins"] == "${var.cors_allow_origins}"
+    assert cors["expose_headers"] == ["x-quiver-metrics"]
     assert "*" not in module.variable("cors_allow_origins")["default"]
+    # The page GETs a big answer from the results bucket: those origins, GET only.
+    rule = module.resource("aws_s3_bucket_cors_configuration", "results")["cors_rule"][0]
+    assert rule["allowed_origins"] == "${var.cors_allow_origins}"
+    assert rule["allowed_methods"] == ["GET"]
     # Public grants exist only for NONE.
     for name in ("public_url", "public_url_invoke"):
         permission = module.resource("aws_lambda_permission", name)

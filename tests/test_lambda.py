@@ -15,13 +15,14 @@ import re
 import subprocess
 import time
 import urllib.error
+import urllib.request
 import uuid
 
 import pytest
 
 from conftest import BUCKET, upload_folder
 from harness import TIMEOUT, parse_csv
-from servers.lambda_emulator import LambdaEmulator
+from servers.lambda_emulator import LOOPBACK, LambdaEmulator
 from tpch.compare import difference
 from tpch.tables import QUERIES, prelude, query_sql
 
@@ -203,6 +204,60 @@ def test_arrow_over_function_url(emulator, s3):
     assert status == 200 and "arrow" in content_type, body[:200]
     table = pa.ipc.open_file(pa.BufferReader(body)).read_all()
     assert table.column("n_name").to_pylist() == ["ALGERIA", "ARGENTINA", "BRAZIL"]
+
+
+def test_a_signed_function_url_answers_its_keys_and_refuses_any_other(emulator, s3):
+    """Behind a function URL with AWS_IAM auth (tests/servers/function_url.py, as the page
+    calls it): a request botocore signs for the `lambda` service is answered, with the
+    coordinator's metrics in `x-quiver-metrics` and CORS for the page's origin; an answer
+    over 6 MB asked with `redirect: false` comes as a 200 naming its URL; a wrong secret or
+    no signature gets AWS's 403."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+    from servers.function_url import MISMATCH, FunctionUrl
+
+    front = FunctionUrl(emulator.url, {s3.minio.access_key: s3.minio.secret_key},
+                        ["http://page.test"]).start()
+
+    def post(body, secret=s3.minio.secret_key, sign=True):
+        data = json.dumps(body).encode()
+        request = AWSRequest("POST", front.url + "query", data=data,
+                             headers={"content-type": "application/json",
+                                      "origin": "http://page.test"})
+        if sign:
+            credentials = Credentials(s3.minio.access_key, secret)
+            SigV4Auth(credentials, "lambda", s3.minio.region).add_auth(request)
+        prepared = urllib.request.Request(request.url, data=data, method="POST",
+                                          headers=dict(request.headers))
+        try:
+            with LOOPBACK.open(prepared, timeout=TIMEOUT) as response:
+                return response.status, response.headers, response.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, e.read()
+
+    try:
+        nation = s3.url("tpch/single/nation.parquet")
+        status, headers, body = post({"sql": f"SELECT count(*) AS n FROM '{nation}'"})
+        assert status == 200 and json.loads(body) == [{"n": 25}], body
+        assert headers["access-control-allow-origin"] == "http://page.test"
+        assert "cost:" in json.loads(headers["x-quiver-metrics"])["cost"]
+
+        big = "SELECT i, repeat('x', 100) AS pad FROM generate_series(1, 70000) AS t(i)"
+        status, headers, body = post({"sql": big, "format": "csv", "redirect": False})
+        handed = json.loads(body)
+        assert status == 200 and handed["rows"] == 70000 and "location" not in headers, body
+        with LOOPBACK.open(handed["result_url"], timeout=TIMEOUT) as response:
+            assert parse_csv(response.read().decode())[1][-1] == ["70000", "x" * 100]
+        s3.client().delete_object(Bucket=s3.bucket,
+                                  Key=handed["result_url"].split(f"/{s3.bucket}/")[1].split("?")[0])
+
+        status, _, body = post({"sql": "SELECT 1"}, secret="not-the-secret")
+        assert status == 403 and json.loads(body)["Message"] == MISMATCH
+        status, _, body = post({"sql": "SELECT 1"}, sign=False)
+        assert status == 403 and json.loads(body)["Message"] == "Forbidden"
+    finally:
+        front.stop()
 
 
 @pytest.mark.parametrize("n", [1, 3, 18])
@@ -420,8 +475,6 @@ def test_an_answer_over_6_mb_is_handed_over_through_s3(emulator, s3):
     """A 7.3 MB CSV answer, more than a Lambda response holds: written under the result
     prefix, and a direct invoke answers with a presigned URL to it; the function URL answers
     303 See Other to the same, which an HTTP client follows."""
-    from servers.lambda_emulator import LOOPBACK
-
     sql = "SELECT i, repeat('x', 100) AS pad FROM generate_series(1, 70000) AS t(i)"
     body = invoke_query(emulator, sql, fmt="csv")
     assert "result" not in body and body["rows"] == 70000, body.get("metrics")

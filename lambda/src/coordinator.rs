@@ -2,7 +2,8 @@
 //! warm), fans its fragments out to workers through `LambdaRunner`, runs the final stage
 //! and answers. One event shape per caller:
 //! - direct invoke: `{"sql": "...", "format": "json" | "csv" | "arrow", "settings": {..}}`;
-//! - a function URL: `POST /query` with that JSON as the body, `GET /health`;
+//! - a function URL: `POST /query` with that JSON as the body, `GET /health`; the
+//!   answer's metrics ride in the `x-quiver-metrics` header;
 //! - another coordinator (tree invocation): a `WorkerRequest` with `fan_out`.
 
 use std::collections::BTreeMap;
@@ -44,6 +45,15 @@ pub struct QueryRequest {
     /// A scheduled job's name, for the logs.
     #[serde(default)]
     pub job: Option<String>,
+    /// Over a function URL, an answer too large for the response comes as a `303` to it;
+    /// `false` asks for a `200` with its URL in the body instead (a page's script cannot
+    /// read where a `303` points).
+    #[serde(default = "yes")]
+    pub redirect: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A query's answer, encoded: in `body`, or, when too large for a response, at `url`.
@@ -112,18 +122,23 @@ impl Coordinator {
             eprintln!("quiver: scheduled job '{job}' starts");
         }
         self.runner.take_metrics();
-        let result = match self.session(&request.settings) {
-            Ok(session) => self.answer(&session, &request.sql, format).await,
-            Err(e) => Err(e),
-        };
+        let result = async {
+            let session = self.session(&request.settings)?;
+            let answered = self.answer(&session, &request.sql, format).await?;
+            Ok::<_, DataFusionError>((session, answered))
+        }
+        .await;
         if let (Some(job), Err(e)) = (&request.job, &result) {
             eprintln!("quiver: scheduled job '{job}' failed: {}", describe(e));
         }
-        let (output, body, url) = result?;
+        let (session, (output, body, url)) = result?;
         let workers = self.runner.take_metrics();
+        let mut spent = output.metrics.snapshot();
+        spent.add(&workers.reads);
         let metrics = json!({
             "elapsed_ms": started.elapsed().as_secs_f64() * 1e3,
             "coordinator": output.metrics.snapshot(),
+            "cost": session.cost_line(&spent, workers.cost()),
             "workers": workers,
         });
         if let Some(job) = &request.job {
@@ -264,7 +279,7 @@ impl Coordinator {
                 false,
             ),
             ("POST", "/query") => match query_request(event) {
-                Ok(request) => answer_over_http(self.query(&request).await),
+                Ok(request) => answer_over_http(self.query(&request).await, request.redirect),
                 Err(message) => http_error(400, message),
             },
             (_, "/query" | "/health") => {
@@ -293,34 +308,35 @@ fn query_request(event: &Value) -> std::result::Result<QueryRequest, String> {
 }
 
 /// A query's answer as a function URL's response: the body, a `303` to S3 for an answer
-/// too large for a response, or the error.
-fn answer_over_http(answer: Result<Answer>) -> Value {
-    match answer {
-        Ok(Answer {
-            url: Some(url),
-            rows,
-            content_type,
-            ..
-        }) => json!({
-            "statusCode": 303,
-            "headers": {"content-type": "application/json", "location": url},
-            "multiValueHeaders": {},
-            "cookies": [],
-            "body": json!({"result_url": url, "rows": rows,
-                           "content_type": content_type}).to_string(),
-            "isBase64Encoded": false,
-        }),
-        Ok(answer) if answer.content_type.starts_with("application/vnd") => {
+/// too large for a response (or, without `redirect`, a `200` naming it), or the error.
+fn answer_over_http(answer: Result<Answer>, redirect: bool) -> Value {
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(e) => return http_error(status_of(&e), describe(&e)),
+    };
+    let mut response = match &answer.url {
+        Some(url) => {
+            let body = json!({"result_url": url, "rows": answer.rows,
+                              "content_type": answer.content_type, "metrics": answer.metrics});
+            let mut response = respond(200, "application/json", body.to_string(), false);
+            if redirect {
+                response["statusCode"] = json!(303);
+                response["headers"]["location"] = json!(url);
+            }
+            response
+        }
+        None if answer.content_type.starts_with("application/vnd") => {
             respond(200, answer.content_type, to_base64(&answer.body), true)
         }
-        Ok(answer) => respond(
+        None => respond(
             200,
             answer.content_type,
             String::from_utf8_lossy(&answer.body).into_owned(),
             false,
         ),
-        Err(e) => http_error(status_of(&e), describe(&e)),
-    }
+    };
+    response["headers"]["x-quiver-metrics"] = json!(answer.metrics.to_string());
+    response
 }
 
 /// The payload format 2.0 response, every field spelled out (cargo-lambda's emulator

@@ -486,6 +486,52 @@ test('S3: no keys is a clear error; with keys, globs list and TPC-H matches', { 
 // A stalled connection: the server sends half a chunk of one GET and then nothing for 60 s.
 // The engine hedges the late read with a second GET (a timer on the engine worker), the
 // duplicate answers, and the stalled fetch is aborted.
+test('with a function URL, a small query runs in the page and one the policy sends runs on the workers; a wrong key is the coordinator\'s 403', { timeout: 6 * QUERY_TIMEOUT }, async (t) => {
+  const app = await AppPage.open('Lambda page', isolated);
+  try {
+    await withConsole(t, [app], async () => {
+      await app.set('quiver.s3_endpoint', fixtures.s3_endpoint);
+      await app.set('quiver.s3_region', fixtures.region);
+      await app.setCredentials(fixtures.access_key, fixtures.secret_key);
+      await app.set('quiver.function_url', fixtures.function_url);
+      const sql = fixtures.queries['s3/q06'];
+
+      const here = await app.query(sql);
+      assertMatches('s3/q06', here);
+      assert.match(here.profile.place ?? '', /^place: local \(not lambda: .*under quiver\.lambda_min_bytes/,
+        `a small query should stay in the page; profile.place is ${here.profile.place}`);
+      assert.equal(here.profile.lambda, null);
+
+      await app.set('quiver.lambda_min_bytes', '0');
+      await app.set('quiver.place', 'lambda');
+      const there = await app.query(sql);
+      assertMatches('s3/q06', there);
+      assert.match(there.profile.place ?? '', /^place: lambda \(quiver\.place = 'lambda'; estimates: local .* lambda /);
+      assert.ok(there.profile.lambda?.workers?.invocations >= 1,
+        `no worker answered: ${JSON.stringify(there.profile.lambda)}`);
+      assert.match(there.profile.lambda.cost, /\$/);
+      t.diagnostic(`${there.profile.place}; ${there.profile.lambda.cost}`);
+
+      // The profile view says where it ran.
+      await app.runInUi(sql);
+      await app.waitForText(UI.status, /row/);
+      const shown = await app.page.locator(UI.profile).textContent();
+      assert.match(shown, /place: lambda/);
+      assert.match(shown, /lambda: \d+ workers?, [\d.]+ GB-seconds/);
+
+      // Over HTTP, so that only the call to the coordinator is signed with the wrong key.
+      await app.setCredentials(fixtures.access_key, 'not-the-secret');
+      const refused = await app.query(fixtures.queries['http/q06']);
+      assert.equal(refused.ok, false, 'a wrongly signed call was answered');
+      assert.match(refused.error, /coordinator answered 403: The request signature we calculated does not match/);
+      await app.setCredentials(fixtures.access_key, fixtures.secret_key);
+      app.assertNoPageErrors();
+    });
+  } finally {
+    await app.close();
+  }
+});
+
 test('a stalled GET is hedged in the browser, a failed one retried, and the query does not wait for it', { timeout: 3 * QUERY_TIMEOUT }, async (t) => {
   const app = await AppPage.open('stall page', isolated);
   try {

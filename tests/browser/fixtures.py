@@ -11,14 +11,19 @@ stdin closes or this process is killed (SIGTERM, SIGINT).
    Content-Length, Last-Modified), and has no PutBucketCors to call: nothing to set.
 3. A range-capable HTTP server (tests/servers/range_http.py, cors=True) over a folder holding
    tpch/{single,many} (links to the TPC-H folder).
-4. DuckDB's results for every query the browser runs, on the local copies of the same files
+4. Quiver's coordinator and worker functions under cargo-lambda's emulator (debug builds,
+   shared with tests/test_lambda.py), reading the bucket straight from MinIO, behind a
+   function URL (tests/servers/function_url.py) that checks SigV4 signatures by MinIO's keys
+   and answers CORS, as AWS does with `AWS_IAM` auth. It waits until the coordinator answers
+   (the first start builds the functions).
+5. DuckDB's results for every query the browser runs, on the local copies of the same files
    (the same layout), written as JSON: {name: {columns, rows}}; numbers as JSON numbers,
    decimals, dates and other values as strings.
 
 Then it prints one JSON line on stdout:
 
     {"http_base", "s3_endpoint", "bucket", "access_key", "secret_key", "region",
-     "presigned_url", "expected_file", "single_root", "queries": {name: sql}}
+     "presigned_url", "function_url", "expected_file", "single_root", "queries": {name: sql}}
 
 (single_root: the local folder of the single layout, for files the page opens from disk.)
 
@@ -52,6 +57,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
@@ -61,6 +67,8 @@ sys.path.insert(0, TESTS)
 import duckdb  # noqa: E402
 
 from servers.common import free_port, port_free  # noqa: E402
+from servers.function_url import FunctionUrl  # noqa: E402
+from servers.lambda_emulator import LambdaEmulator  # noqa: E402
 from servers.minio import MinIO, MinIOError, ensure_bucket, upload_tree  # noqa: E402
 from servers.range_http import RangeHTTPServer  # noqa: E402
 from tpch.tables import QUERIES, TABLES, prelude, query_sql  # noqa: E402
@@ -288,6 +296,36 @@ def expected_results(root, queries):
     return results
 
 
+def start_coordinator(minio, folder, cleanups):
+    """The emulator serving the functions over MinIO, and the signed function URL in front
+    of it (any page origin may call it); returns the URL once the coordinator answers."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
+    env.update(AWS_ACCESS_KEY_ID=minio.access_key, AWS_SECRET_ACCESS_KEY=minio.secret_key,
+               AWS_REGION=minio.region, AWS_ENDPOINT_URL_S3=minio.endpoint,
+               AWS_EC2_METADATA_DISABLED="true", QUIVER_WORKER_FUNCTION="worker",
+               QUIVER_RESULT_PREFIX=f"s3://{BUCKET}/results/", RUST_LOG="warn")
+    emulator = LambdaEmulator(env, os.path.join(folder, "emulator.log"), concurrency=4)
+    cleanups.append(emulator.stop)
+    emulator.start()
+    say("building and starting the Lambda functions (cargo lambda watch)")
+    deadline = time.time() + 1500
+    while True:
+        if emulator.proc.poll() is not None:
+            raise RuntimeError(f"cargo lambda watch exited:\n{emulator.log_text()[-3000:]}")
+        try:
+            if emulator.request("GET", "/lambda-url/coordinator/health", timeout=600)[0] == 200:
+                break
+        except (OSError, TimeoutError):
+            pass
+        if time.time() > deadline:
+            raise RuntimeError(f"the coordinator never answered:\n{emulator.log_text()[-3000:]}")
+        time.sleep(1)
+    front = FunctionUrl(emulator.url, {minio.access_key: minio.secret_key}, ["*"]).start()
+    cleanups.append(front.stop)
+    say(f"the coordinator's function URL on {front.url}")
+    return front.url
+
+
 # the process
 
 
@@ -326,6 +364,7 @@ def main():
         cleanups.append(http.stop)
         say(f"HTTP server on {http.url} over {folder}")
 
+        function_url = start_coordinator(minio, work, cleanups)
         write_text_tables(folder, root)
         queries = queries_for(http.url, presigned) | text_queries(http.url, folder)
         say(f"computing DuckDB's results for {len(queries)} queries")
@@ -345,6 +384,7 @@ def main():
             "secret_key": minio.secret_key,
             "region": minio.region,
             "presigned_url": presigned,
+            "function_url": function_url,
             "expected_file": expected_file,
             "single_root": os.path.join(root, "single"),
             "tables": TABLES,

@@ -20,7 +20,20 @@ const BAR_HEIGHT = 11;
 const LABEL_CHARS = 36;
 
 export function showProfile(root: HTMLElement, profile: Profile): void {
-  root.replaceChildren(summary(profile), legend(), waterfall(profile));
+  root.replaceChildren(...placed(profile), summary(profile), legend(), waterfall(profile));
+}
+
+/** Where the query ran (with a function URL set), and what Lambda's workers spent. */
+function placed(p: Profile): HTMLElement[] {
+  if (!p.place) return [];
+  const lines = [element("p", "profile-place", p.place)];
+  if (p.lambda) {
+    const w = p.lambda.workers;
+    lines.push(element("p", "profile-place",
+      `lambda: ${plural(w.invocations, "worker")}, ${w.gb_seconds.toFixed(2)} GB-seconds, ` +
+        `${formatMs(p.lambda.elapsed_ms)} at the coordinator; ${p.lambda.cost}`));
+  }
+  return lines;
 }
 
 export function clearProfile(root: HTMLElement, message: string): void {

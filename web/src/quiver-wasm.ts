@@ -81,6 +81,17 @@ export interface Profile extends Metrics {
   elapsed_ms: number;
   rows: number;
   spans: Span[];
+  /** Where the query ran and why, with both estimates (set with quiver.function_url). */
+  place: string | null;
+  /** The coordinator's account, when Lambda workers answered. */
+  lambda: LambdaMetrics | null;
+}
+
+export interface LambdaMetrics {
+  elapsed_ms: number;
+  /** "cost: … GETs … $…", as `quiver --profile` prints it. */
+  cost: string;
+  workers: { invocations: number; gb_seconds: number; buckets: number; rows: number };
 }
 
 export interface ColumnMetadata {

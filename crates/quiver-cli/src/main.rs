@@ -394,11 +394,7 @@ fn print_profile(session: &QuiverSession, metrics: &QueryMetrics, lambda: Option
         .filter(|workers| workers.invocations > 0);
     if let Some(workers) = &workers {
         spent.add(&workers.reads);
-        on_workers = WorkerCost {
-            workers: workers.invocations,
-            gb_seconds: workers.gb_seconds,
-            seconds: 0.0,
-        };
+        on_workers = workers.cost();
     }
     eprintln!("{}", session.cost_line(&spent, on_workers));
     if let Some(workers) = workers {

@@ -108,6 +108,10 @@ extensions_options! {
         /// Queries reading fewer bytes than this never go to Lambda: one worker's share
         /// (`lambda.bytes_per_worker`) gains nothing from a fan-out but an invocation.
         pub lambda_min_bytes: u64, default = 256 * 1024 * 1024
+        /// The deployed coordinator's function URL (Terraform's `function_url`), where the
+        /// page sends a query that `quiver.place` puts on Lambda, signed with the page's
+        /// keys; empty: the page runs every query itself.
+        pub function_url: String, default = String::new()
     }
 }
 

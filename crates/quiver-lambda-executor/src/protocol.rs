@@ -125,6 +125,15 @@ pub struct WorkerMetrics {
 }
 
 impl WorkerMetrics {
+    /// What the workers cost, as Lambda bills them.
+    pub fn cost(&self) -> quiver_core::cost::WorkerCost {
+        quiver_core::cost::WorkerCost {
+            workers: self.invocations,
+            gb_seconds: self.gb_seconds,
+            seconds: 0.0,
+        }
+    }
+
     pub fn add(&mut self, other: &WorkerMetrics) {
         self.sub_coordinators += other.sub_coordinators;
         self.rows += other.rows;

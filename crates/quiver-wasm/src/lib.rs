@@ -4,6 +4,7 @@
 //! (the threads build), or on the engine worker itself (the single-threaded build, for
 //! pages that are not cross-origin isolated). The API is in docs/browser.md.
 
+mod coordinator;
 mod page_files;
 
 use std::cell::RefCell;
@@ -130,14 +131,17 @@ impl Engine {
         page_files::open(file)
     }
 
-    /// Runs `sql` (several `;`-separated statements: the last one's result).
+    /// Runs `sql` (several `;`-separated statements: the last one's result), here or, with
+    /// `quiver.function_url` set, on the coordinator when `quiver.place` says so.
     pub fn query(&self, sql: String) -> js_sys::Promise {
         let session = Rc::clone(&self.session);
         let (handle, registration) = AbortHandle::new_pair();
         *self.running.borrow_mut() = Some(handle);
         future_to_promise(async move {
             let started = Instant::now();
-            let output = Abortable::new(session.run(&sql), registration)
+            let lambda = RefCell::new(None);
+            let run = coordinator::run_here_or_there(&session, &sql, &lambda);
+            let output = Abortable::new(run, registration)
                 .await
                 .map_err(|_| js_error("cancelled"))?
                 .map_err(|e| js_error(describe(&e)))?;
@@ -147,6 +151,7 @@ impl Engine {
                 batches: output.batches,
                 metrics: output.metrics,
                 elapsed_ms,
+                lambda: lambda.take(),
             }
             .into())
         })
@@ -212,6 +217,8 @@ pub struct QueryResult {
     batches: Vec<RecordBatch>,
     metrics: Arc<QueryMetrics>,
     elapsed_ms: f64,
+    /// The coordinator's metrics, when the workers answered.
+    lambda: Option<Value>,
 }
 
 #[wasm_bindgen]
@@ -281,12 +288,16 @@ impl QueryResult {
         serde_json::to_string(&rows).map_err(js_error)
     }
 
-    /// What the query did, as JSON: counters, phases and the timeline of requests.
+    /// What the query did, as JSON: counters, phases and the timeline of requests; where
+    /// it ran and why (`place`), and on Lambda what the coordinator said (`lambda`: its
+    /// cost line, workers and GB-seconds).
     pub fn profile(&self) -> String {
         let mut profile = json!({
             "elapsed_ms": self.elapsed_ms,
             "rows": self.rows(),
             "spans": self.metrics.timeline.spans(),
+            "place": self.metrics.placed(),
+            "lambda": self.lambda,
         });
         if let (Value::Object(profile), Ok(Value::Object(counters))) =
             (&mut profile, serde_json::to_value(self.metrics.snapshot()))

@@ -214,7 +214,7 @@ impl QuiverSession {
 
     /// The `quiver.*` settings as set now; a statement resolves them once, when it
     /// begins (`begin_query`), and carries them down.
-    fn options_now(&self) -> QuiverOptions {
+    pub fn options_now(&self) -> QuiverOptions {
         // Read in place: `state()` would clone the whole session state every statement.
         QuiverOptions::of(self.context.state_ref().read().config_options())
     }
@@ -257,6 +257,13 @@ fn check_value(key: &str, value: &str) -> Result<()> {
                 "'{value}' is not a ceiling in dollars (0 or more; 0: none)"
             )),
             _ => Ok(()),
+        },
+        "quiver.function_url" => match value.trim() {
+            "" => Ok(()),
+            url if url.starts_with("https://") || url.starts_with("http://") => Ok(()),
+            _ => refused(&format!(
+                "'{value}' is not a URL (the coordinator's function URL, https://…)"
+            )),
         },
         _ => Ok(()),
     }

@@ -1,14 +1,20 @@
 //! Where a statement runs: `quiver.executor` (or the session's), and for `auto` the place
-//! `exec::place` picks from the plan's estimates here and on Lambda; a ceiling in dollars
-//! holds for every executor. A run here feeds what it measured back into the rates.
+//! `exec::place` picks from the plan's estimates here and on Lambda (or, for the page, here
+//! or at a coordinator's function URL); a ceiling in dollars holds for every executor. A
+//! run here feeds what it measured back into the rates.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::sql::parser::Statement;
+use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
 
+use super::duckdb::dialect::explain_cost;
+use super::output::QueryOutput;
 use super::QuiverSession;
 use crate::cost::{planned_reads, scans, Cost, PlannedReads, WorkerCost};
 use crate::exec::place::{self, Place, Placement, Planned, Policy, ReadFrom};
@@ -63,6 +69,59 @@ impl QuiverSession {
                 )
             }
         })
+    }
+
+    /// Runs `sql` here, or sends it to a coordinator elsewhere (the page's function URL),
+    /// by `quiver.place` under `quiver.max_dollars`: the earlier statements run here, the
+    /// last is planned here and, if it is a query Lambda could run, priced there by
+    /// `lambda_estimate` (the coordinator's `EXPLAIN COST`; its error, such as a refused
+    /// signature, is the query's). `send` gets the whole `sql`, since the coordinator's
+    /// session is fresh. The output says where it ran, and why.
+    pub async fn run_or_send<E, S>(
+        &self,
+        sql: &str,
+        lambda_estimate: impl FnOnce() -> E,
+        send: impl FnOnce() -> S,
+    ) -> Result<QueryOutput>
+    where
+        E: Future<Output = Result<place::Estimate>>,
+        S: Future<Output = Result<QueryOutput>>,
+    {
+        if explain_cost(sql).is_some() {
+            return self.run(sql).await;
+        }
+        let last = self.run_all_but_last(sql).await?;
+        let query = matches!(&last, Statement::Statement(inner)
+            if matches!(inner.as_ref(), SqlStatement::Query(_)));
+        if !query {
+            return self.stream_any(last).await?.collect().await;
+        }
+        self.begin_query()?;
+        let plan = self.logical_plan(last.clone()).await?;
+        let physical = self.physical(plan).await?;
+        let planning = MetricsSnapshot::default();
+        let (cost, reads) = self.planned_cost(&physical, planning).await?;
+        let read = read_from(&physical);
+        let options = self.options_now();
+        let planned = Planned {
+            cost: &cost,
+            reads: &reads,
+            source: read.source.as_deref(),
+        };
+        let rates = self.runtime.rates.now();
+        let local = place::local_estimate(&planned, &rates, &options, self.options.threads);
+        let lambda = match place::lambda_refusal(&planned, &options) {
+            Some(why) => Err(why),
+            None => Ok(lambda_estimate().await?),
+        };
+        let policy = Policy::parse(&options.place)?;
+        let placement = place::choose(policy, options.max_dollars, local, lambda)?;
+        let output = match placement.place {
+            Place::Local => self.stream_any(last).await?.collect().await?,
+            Place::Lambda => send().await?,
+        };
+        output.metrics.set_placed(placement.line());
+        Ok(output)
     }
 
     /// What running `plan` here costs (with `planning`'s reads), and its scans' reads.
@@ -179,4 +238,63 @@ pub(super) fn executor_named(named: &str) -> Result<Option<ExecutorKind>> {
 pub(super) fn read_from(plan: &Arc<dyn ExecutionPlan>) -> ReadFrom {
     let files = scans(plan).into_iter().flat_map(|scan| scan.files().iter());
     ReadFrom::of(files.map(|file| remote_key(&file.meta.path)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::datatypes::Int64Type;
+
+    use super::*;
+    use crate::SessionOptions;
+
+    #[tokio::test]
+    async fn a_query_lambda_may_not_run_stays_here_unasked_and_earlier_statements_run_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.parquet");
+        let session = QuiverSession::new(SessionOptions {
+            threads: 2,
+            executor: ExecutorKind::DataFusion,
+        })
+        .unwrap();
+        let copy = format!("COPY (SELECT 7 AS x) TO '{}'", file.display());
+        session.run(&copy).await.unwrap();
+        session.set("quiver.lambda_min_bytes", "0").unwrap();
+        session.set("quiver.place", "lambda").unwrap();
+        let asked = Cell::new(0);
+        let asked = &asked;
+        let ask = move || async move {
+            asked.set(asked.get() + 1);
+            Ok(place::Estimate {
+                seconds: 0.0,
+                dollars: 0.0,
+            })
+        };
+        let sent = || async {
+            let refused: Result<QueryOutput> = Err(DataFusionError::Internal(
+                "a local file was sent to the coordinator".into(),
+            ));
+            refused
+        };
+        // A view made by an earlier statement, which would fail if it ran twice.
+        let sql = format!(
+            "CREATE VIEW t AS SELECT * FROM '{}'; SELECT sum(x) AS s FROM t",
+            file.display()
+        );
+        let output = session.run_or_send(&sql, ask, sent).await.unwrap();
+        let sum = output.batches[0].column(0).as_primitive::<Int64Type>();
+        assert_eq!(sum.value(0), 7);
+        assert_eq!(asked.get(), 0);
+        let placed = output.metrics.placed().unwrap();
+        assert!(
+            placed.starts_with("place: local (not lambda: it reads files on this machine"),
+            "{placed}"
+        );
+        // Not a query: it runs here, and nothing is placed.
+        let set = session.run_or_send("SET quiver.place = 'local'", ask, sent);
+        assert_eq!(set.await.unwrap().metrics.placed(), None);
+        assert_eq!(asked.get(), 0);
+    }
 }

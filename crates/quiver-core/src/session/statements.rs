@@ -38,6 +38,13 @@ impl QuiverSession {
             let batch = placement.beside(cost.batch(&self.prices())?)?;
             return Ok(QueryOutput::of(batch, self.runtime.metrics()).into_stream());
         }
+        let last = self.run_all_but_last(sql).await?;
+        self.stream_any(last).await
+    }
+
+    /// Runs every statement of `sql` but the last, which it returns, parsed in DuckDB's
+    /// words.
+    pub(super) async fn run_all_but_last(&self, sql: &str) -> Result<Statement> {
         let sql = samples::rewrite_sample_clauses(&dialect::rewrite_duckdb_tokens(sql));
         let sql = dialect::rewrite_summarize(&dialect::rewrite_duckdb_copy(&sql));
         let mut statements =
@@ -48,7 +55,7 @@ impl QuiverSession {
         for statement in statements {
             self.stream_any(statement).await?.collect().await?;
         }
-        self.stream_any(last).await
+        Ok(last)
     }
 
     /// The metadata of the files `pattern` names (a path, URL or glob), footers only.

@@ -54,6 +54,15 @@ impl Sources {
         *self.local.lock().unwrap_or_else(|p| p.into_inner()) = source;
     }
 
+    /// The keys a program handed over, if any (the page signs its coordinator calls with
+    /// them too).
+    pub fn s3_credentials(&self) -> Option<S3Credentials> {
+        self.credentials
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Signs S3 requests with these keys from now on (`None` forgets them); sources made
     /// with the old keys are dropped.
     pub fn set_s3_credentials(&self, credentials: Option<S3Credentials>) {
