@@ -11,10 +11,11 @@ lambda_workers = importlib.import_module("benches.scenarios.lambda")
 
 lambda_joins = importlib.import_module("benches.scenarios.lambda_joins")
 lambda_memory = importlib.import_module("benches.scenarios.lambda_memory")
+from benches.scenarios import placement  # noqa: E402
 
 SCENARIOS = [tpch, tpchgen, tpcds, clickbench, partitioned, s3, small_files, threads,
              lambda_workers, lambda_joins, index, memory_limit, sort_under_load, lambda_memory,
-             stalls, disk_cache, iceberg]
+             stalls, disk_cache, iceberg, placement]
 
 # Issue 4's scenarios that wait for parts of Quiver not built yet (none now: the Lambda
 # fan-out is measured by scenario `lambda`, benches/scenarios/lambda.py).
