@@ -7,9 +7,12 @@ and many layouts and small files, reached through a counting proxy) and `http_se
 range-capable static server over the same data). Servers started here stop at the end of the
 session.
 """
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 
 import duckdb
@@ -24,6 +27,9 @@ SF = os.environ.get("QUIVER_TPCH_SF", "0.1")
 # The disk cache would serve a later test's GETs from an earlier one's: off, but where
 # test_disk_cache.py turns it on in a folder of its own.
 os.environ["QUIVER_DISK_CACHE_BYTES"] = "0"
+# The measured rates (rates.json) are kept in a folder of this session's, not the user's.
+os.environ["QUIVER_CACHE_DIR"] = tempfile.mkdtemp(prefix="quiver-test-cache-")
+atexit.register(shutil.rmtree, os.environ["QUIVER_CACHE_DIR"], ignore_errors=True)
 MINIO_PORT = os.environ.get("QUIVER_MINIO_PORT", "9000")
 BUCKET = "quiver-test"
 REMOTE_LAYOUTS = ["single", "many"]

@@ -17,9 +17,12 @@ MIB = 1 << 20
 
 
 def cached(remote, folder, bound=256 * MIB):
-    """`remote`'s environment with a disk cache of `bound` bytes in `folder`."""
-    return {**remote.quiver.env, "QUIVER_DISK_CACHE_BYTES": str(bound),
-            "XDG_CACHE_HOME": str(folder)}
+    """`remote`'s environment with a disk cache of `bound` bytes in `folder` (the default
+    cache folder: conftest.py's QUIVER_CACHE_DIR is not set here)."""
+    env = {**remote.quiver.env, "QUIVER_DISK_CACHE_BYTES": str(bound),
+           "XDG_CACHE_HOME": str(folder)}
+    env.pop("QUIVER_CACHE_DIR", None)
+    return env
 
 
 def run(remote, env, sql):

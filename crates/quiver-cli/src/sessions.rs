@@ -81,7 +81,8 @@ pub fn keep_rates(session: &QuiverSession) {
 
 /// A session as the command runs one: the Lambda executor's settings known, and remote
 /// bytes kept on disk for the next run (4 GiB in the user's cache folder, or
-/// `QUIVER_DISK_CACHE_BYTES`, 0 for none; `quiver.disk_cache_bytes` changes it after).
+/// `QUIVER_DISK_CACHE_BYTES`, 0 for none; `quiver.disk_cache_bytes` changes it after). The
+/// cache folder is `QUIVER_CACHE_DIR` where set, as for the Lambda functions.
 pub fn new_session(options: SessionOptions) -> Result<QuiverSession, String> {
     let session = QuiverSession::new(options).map_err(|e| describe(&e))?;
     quiver_lambda_executor::register_options(&session);
@@ -97,6 +98,12 @@ pub fn new_session(options: SessionOptions) -> Result<QuiverSession, String> {
                 describe(&e)
             )
         })?;
+    if let Some(folder) = std::env::var("QUIVER_CACHE_DIR")
+        .ok()
+        .filter(|v| !v.is_empty())
+    {
+        (session.set("quiver.cache_dir", &folder)).map_err(|e| describe(&e))?;
+    }
     keep_rates(&session);
     Ok(session)
 }

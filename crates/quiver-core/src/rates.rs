@@ -127,14 +127,15 @@ impl Rates {
             .clone()
     }
 
-    /// Starts from what `file` holds (if it reads) and writes every change back to it.
+    /// Starts from what `file` holds (nothing, if it is missing or does not read: another
+    /// folder's rates are not this one's) and writes every change back to it.
     pub fn keep_in(&self, file: std::path::PathBuf) {
         #[cfg(not(target_arch = "wasm32"))]
-        if let Some(kept) = std::fs::read(&file)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice::<MeasuredRates>(&bytes).ok())
         {
-            *self.measured.lock().unwrap_or_else(|p| p.into_inner()) = kept;
+            let kept = std::fs::read(&file)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<MeasuredRates>(&bytes).ok());
+            *self.measured.lock().unwrap_or_else(|p| p.into_inner()) = kept.unwrap_or_default();
         }
         *self.file.lock().unwrap_or_else(|p| p.into_inner()) = Some(file);
     }
@@ -266,6 +267,9 @@ mod tests {
         let next = Rates::default();
         next.keep_in(file.clone());
         assert_eq!(next.now().source("s3://b").bytes_per_second.value, 5e7);
+        // Moved to a folder with no rates yet, it starts afresh there.
+        next.keep_in(folder.path().join("elsewhere.json"));
+        assert_eq!(next.now(), MeasuredRates::default());
         // A damaged file is a fresh start, not an error.
         std::fs::write(&file, b"{not json").unwrap();
         let fresh = Rates::default();
