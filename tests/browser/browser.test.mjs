@@ -512,6 +512,15 @@ test('with a function URL, a small query runs in the page and one the policy sen
       assert.match(there.profile.lambda.cost, /\$/);
       t.diagnostic(`${there.profile.place}; ${there.profile.lambda.cost}`);
 
+      // A view this page made in an earlier run is not the coordinator's: it cannot plan
+      // the query, which runs here, saying why.
+      await app.query(`CREATE OR REPLACE VIEW page_only AS SELECT * FROM read_parquet('${fixtures.http_base}/tpch/single/nation.parquet')`);
+      const pageOnly = await app.query('SELECT sum(n_nationkey) AS s FROM page_only');
+      assert.ok(pageOnly.ok, pageOnly.error);
+      assert.equal(Number(pageOnly.values[0][0]), 300);
+      assert.match(pageOnly.profile.place ?? '', /^place: local \(not lambda: the coordinator answered 400: .*page_only/i,
+        `profile.place is ${pageOnly.profile.place}`);
+
       // The profile view says where it ran.
       await app.runInUi(sql);
       await app.waitForText(UI.status, /row/);

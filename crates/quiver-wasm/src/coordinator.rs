@@ -76,14 +76,19 @@ impl FunctionUrl {
     }
 
     /// What the coordinator's workers would take for `sql`: its `EXPLAIN COST`, by the
-    /// deployment's own worker settings.
-    pub async fn estimate(&self, sql: &str) -> Result<Estimate> {
+    /// deployment's own worker settings; `Err(why)` where it cannot plan `sql` (a `400`:
+    /// a view made by an earlier query of this page, which its fresh session lacks).
+    pub async fn estimate(&self, sql: &str) -> Result<std::result::Result<Estimate, String>> {
         let request = json!({"sql": format!("EXPLAIN COST {sql}"), "format": "json"});
-        let (_, body, _) = self.post(&request).await?;
+        let body = match self.post(&request).await {
+            Ok((_, body, _)) => body,
+            Err(DataFusionError::Plan(why)) => return Ok(Err(why)),
+            Err(e) => return Err(e),
+        };
         let rows: Vec<Value> = serde_json::from_slice(&body).map_err(external)?;
         let number = |name: &str| rows.first().and_then(|row| row.get(name)?.as_f64());
         match (number("lambda_seconds"), number("lambda_dollars")) {
-            (Some(seconds), Some(dollars)) => Ok(Estimate { seconds, dollars }),
+            (Some(seconds), Some(dollars)) => Ok(Ok(Estimate { seconds, dollars })),
             _ => Err(external(format!(
                 "the coordinator gave no Lambda estimate: {}",
                 String::from_utf8_lossy(&body)
@@ -173,7 +178,8 @@ async fn get(url: &str) -> Result<Vec<u8>> {
     }
 }
 
-/// The coordinator's (or Lambda's, for a refused signature) error, said plainly.
+/// The coordinator's (or Lambda's, for a refused signature) error, said plainly: a plan
+/// error for a `400` (the query, as the coordinator sees it), else an execution error.
 fn refused(status: u16, body: &[u8]) -> DataFusionError {
     let said: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let message = ["error", "message", "Message"]
@@ -190,7 +196,7 @@ fn refused(status: u16, body: &[u8]) -> DataFusionError {
     let message = message.trim().trim_end_matches('.');
     let what = format!("the coordinator answered {status}: {message}{hint}");
     match status {
-        400..=499 if status != 403 => DataFusionError::Plan(what),
+        400 => DataFusionError::Plan(what),
         _ => DataFusionError::Execution(what),
     }
 }

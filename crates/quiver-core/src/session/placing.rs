@@ -74,9 +74,10 @@ impl QuiverSession {
     /// Runs `sql` here, or sends it to a coordinator elsewhere (the page's function URL),
     /// by `quiver.place` under `quiver.max_dollars`: the earlier statements run here, the
     /// last is planned here and, if it is a query Lambda could run, priced there by
-    /// `lambda_estimate` (the coordinator's `EXPLAIN COST`; its error, such as a refused
-    /// signature, is the query's). `send` gets the whole `sql`, since the coordinator's
-    /// session is fresh. The output says where it ran, and why.
+    /// `lambda_estimate` (the coordinator's `EXPLAIN COST`): `Ok(Err(why))` where the
+    /// coordinator cannot plan it (a view only this session has), which then runs here; its
+    /// error (a refused signature) is the query's. `send` gets the whole `sql`, since the
+    /// coordinator's session is fresh. The output says where it ran, and why.
     pub async fn run_or_send<E, S>(
         &self,
         sql: &str,
@@ -84,7 +85,7 @@ impl QuiverSession {
         send: impl FnOnce() -> S,
     ) -> Result<QueryOutput>
     where
-        E: Future<Output = Result<place::Estimate>>,
+        E: Future<Output = Result<std::result::Result<place::Estimate, String>>>,
         S: Future<Output = Result<QueryOutput>>,
     {
         if explain_cost(sql).is_some() {
@@ -112,7 +113,7 @@ impl QuiverSession {
         let local = place::local_estimate(&planned, &rates, &options, self.options.threads);
         let lambda = match place::lambda_refusal(&planned, &options) {
             Some(why) => Err(why),
-            None => Ok(lambda_estimate().await?),
+            None => lambda_estimate().await?,
         };
         let policy = Policy::parse(&options.place)?;
         let placement = place::choose(policy, options.max_dollars, local, lambda)?;
@@ -267,10 +268,10 @@ mod tests {
         let asked = &asked;
         let ask = move || async move {
             asked.set(asked.get() + 1);
-            Ok(place::Estimate {
+            Ok(Ok(place::Estimate {
                 seconds: 0.0,
                 dollars: 0.0,
-            })
+            }))
         };
         let sent = || async {
             let refused: Result<QueryOutput> = Err(DataFusionError::Internal(
