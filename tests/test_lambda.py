@@ -675,7 +675,8 @@ def test_auto_runs_small_queries_here_and_slow_ones_on_the_workers(
     """`auto` (the default where a worker function is named) runs Q6 here while it reads
     under `quiver.lambda_min_bytes`, and measures the bucket's bandwidth as it does; with
     the floor lowered and a rates file that says this machine reads the bucket at 1 MB/s,
-    the workers are faster and run it. Both answers are DuckDB's. A ceiling below both
+    the workers are faster and run it, and their answers measure the function. Both answers
+    are DuckDB's. A ceiling below both
     estimates refuses the query; files on this machine never leave it."""
     env = s3.env(AWS_ENDPOINT_URL_S3=s3.endpoint, QUIVER_RESULT_PREFIX=s3.url(RESULT_PREFIX))
     del env["AWS_ENDPOINT_URL"]
@@ -708,6 +709,16 @@ def test_auto_runs_small_queries_here_and_slow_ones_on_the_workers(
     assert re.search(r"^place: lambda \(the faster; estimates: local [0-9.]+ s \$[0-9.]+, "
                      r"lambda [0-9.]+ s \$[0-9.]+\)$", there.stderr, re.M), there.stderr
     assert re.search(r"^lambda workers: [1-9]", there.stderr, re.M), there.stderr
+    # Each worker's answer is a sample of its function's round trip, kept beside this
+    # machine's rates for the next estimate, which `quiver calibrate` shows.
+    workers = json.loads((slow / "rates.json").read_text())["workers"]
+    [(function, worker)] = workers.items()
+    assert function.startswith("worker ") and function.endswith(" MB"), workers
+    assert worker["invoke_seconds"]["samples"] >= 1, workers
+    shown = quiver.run("calibrate", f"--set=quiver.cache_dir={slow}")
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(rf"^lambda {function}: [0-9.]+ MB/s a worker \(\d+ samples?\), invoke "
+                     r"\d+ ms \([1-9]\d* samples?\)$", shown.stdout, re.M), shown.stdout
 
     refused = run(slow, "quiver.lambda_min_bytes=0", "quiver.place=cheapest",
                   "quiver.max_dollars=0.0000001")

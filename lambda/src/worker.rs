@@ -89,6 +89,7 @@ impl Worker {
             hedged: 0,
             invocations: 1,
             gb_seconds: started.elapsed().as_secs_f64() * memory_gb,
+            seconds: started.elapsed().as_secs_f64(),
             peak_memory: peak_memory().unwrap_or(0),
             rows,
             bytes: returned,

@@ -1,7 +1,8 @@
 //! `quiver calibrate [URL]`: measures what the `auto` executor's estimates of a run here
 //! rest on, instead of waiting for queries to show it. A whole file is read twice: the first
 //! time through the network (the source's bandwidth and latency), the second from memory
-//! (the decode rate per thread). Without a URL, it shows what is known.
+//! (the decode rate per thread). Lambda workers are measured by the queries that run on
+//! them (`quiver_lambda_executor::model`). Without a URL, it shows what is known.
 
 use clap::Args;
 use futures::StreamExt;
@@ -88,9 +89,22 @@ fn report(rates: &MeasuredRates, threads: usize) -> String {
         mb(decode.or(ASSUMED_DECODE_BYTES_PER_THREAD_SECOND)),
         match decode.samples {
             0 => "assumed".to_string(),
-            n => format!("{n} samples"),
+            n => samples(n),
         }
     ));
+    for (function, measured) in &rates.workers {
+        out.push_str(&format!(
+            "lambda {function}: {:.1} MB/s a worker ({}), invoke {:.0} ms ({})\n",
+            mb(measured.bytes_per_second.value),
+            samples(measured.bytes_per_second.samples),
+            measured.invoke_seconds.value * 1e3,
+            samples(measured.invoke_seconds.samples),
+        ));
+    }
     out.push_str(&format!("kept in the cache folder's {RATES_FILE}\n"));
     out
+}
+
+fn samples(n: u64) -> String {
+    format!("{n} sample{}", if n == 1 { "" } else { "s" })
 }

@@ -1,7 +1,10 @@
 //! What this machine was measured to do, for choosing where a query runs (`exec::place`):
 //! per source (an S3 bucket, an HTTP server), the bytes per second its reads delivered while
 //! any was in flight and the time of a small read (a footer: latency, not bandwidth); and
-//! the bytes of Parquet one thread decodes and computes per second. Each is a running
+//! the bytes of Parquet one thread decodes and computes per second; per Lambda worker
+//! function, what one of its workers read per second and an invocation's round trip beyond
+//! the worker's own time (`exec::place` never reads these: the Lambda runner's worker
+//! model does, through `FragmentRunner::estimate`). Each is a running
 //! average over recent queries, kept in memory and, natively, in a small JSON file under the
 //! cache folder (`keep_in`) so that the next process starts from what this one saw.
 
@@ -63,12 +66,37 @@ pub struct MeasuredRates {
     /// By source key (`s3://bucket`, `https://host`).
     pub sources: BTreeMap<String, SourceRates>,
     pub decode_bytes_per_thread_second: Rate,
+    /// By worker function and its memory (`quiver-worker 2048 MB`): a worker's rate
+    /// depends on both.
+    pub workers: BTreeMap<String, WorkerRates>,
 }
 
 impl MeasuredRates {
     pub fn source(&self, key: &str) -> SourceRates {
         self.sources.get(key).copied().unwrap_or_default()
     }
+
+    pub fn worker(&self, key: &str) -> WorkerRates {
+        self.workers.get(key).copied().unwrap_or_default()
+    }
+}
+
+/// What one worker function's workers did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerRates {
+    /// Bytes one worker fetched per second of its run (after its start).
+    pub bytes_per_second: Rate,
+    /// An invocation's round trip, less the worker's own time.
+    pub invoke_seconds: Rate,
+}
+
+/// One worker's answer: the bytes it fetched, the seconds it ran for them, and the seconds
+/// from its invocation to its answer beyond those.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct WorkerSample {
+    pub bytes: u64,
+    pub seconds: f64,
+    pub invoke_seconds: f64,
 }
 
 /// One query's reads of one source: bytes, the seconds any request was in flight, and the
@@ -166,6 +194,18 @@ impl Rates {
         self.change(|measured| measured.decode_bytes_per_thread_second.add(sample));
     }
 
+    /// Adds what one worker of the function `key` did.
+    pub fn observe_worker(&self, key: &str, sample: WorkerSample) {
+        let bandwidth = sample.bytes >= MIN_SAMPLE_BYTES && sample.seconds > 0.0;
+        self.change(|measured| {
+            let rates = measured.workers.entry(key.to_string()).or_default();
+            if bandwidth {
+                (rates.bytes_per_second).add(sample.bytes as f64 / sample.seconds);
+            }
+            rates.invoke_seconds.add(sample.invoke_seconds);
+        });
+    }
+
     fn change(&self, change: impl FnOnce(&mut MeasuredRates)) {
         let measured = {
             let mut measured = self.measured.lock().unwrap_or_else(|p| p.into_inner());
@@ -250,6 +290,31 @@ mod tests {
         assert_eq!(rates.now().decode_bytes_per_thread_second.samples, 0);
         rates.observe_decode(400_000_000, 1.0, 2);
         assert_eq!(rates.now().decode_bytes_per_thread_second.value, 2e8);
+    }
+
+    #[test]
+    fn a_worker_s_bandwidth_needs_a_real_read_its_round_trip_does_not() {
+        let rates = Rates::default();
+        let key = "quiver-worker 2048 MB";
+        let small = WorkerSample {
+            bytes: 1000,
+            seconds: 0.01,
+            invoke_seconds: 0.2,
+        };
+        rates.observe_worker(key, small);
+        let seen = rates.now().worker(key);
+        assert_eq!(seen.bytes_per_second.samples, 0);
+        assert_eq!(seen.invoke_seconds.value, 0.2);
+        let big = WorkerSample {
+            bytes: 90_000_000,
+            seconds: 1.0,
+            invoke_seconds: 0.1,
+        };
+        rates.observe_worker(key, big);
+        let seen = rates.now().worker(key);
+        assert_eq!(seen.bytes_per_second.value, 9e7);
+        assert!((seen.invoke_seconds.value - 0.15).abs() < 1e-9, "{seen:?}");
+        assert_eq!(rates.now().worker("other 1024 MB"), WorkerRates::default());
     }
 
     #[test]

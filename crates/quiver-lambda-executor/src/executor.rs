@@ -16,8 +16,10 @@ use quiver_core::cost::{PlannedReads, WorkerCost};
 use quiver_core::exec::FragmentRunner;
 use quiver_core::fragment::{ExchangeStage, Fragment};
 use quiver_core::options::QuiverOptions;
+use quiver_core::rates::MeasuredRates;
 
 use crate::deal::{discard_shipped, request_room, Task};
+use crate::model::WorkerModel;
 use crate::options::LambdaOptions;
 
 pub use crate::runner::LambdaRunner;
@@ -49,17 +51,23 @@ impl FragmentRunner for LambdaRunner {
         self.run_exchange(stage, context).await
     }
 
-    fn estimate(&self, reads: &PlannedReads, config: &ConfigOptions) -> WorkerCost {
+    fn estimate(
+        &self,
+        reads: &PlannedReads,
+        config: &ConfigOptions,
+        measured: &MeasuredRates,
+    ) -> WorkerCost {
         if reads.buckets == 0 {
             return WorkerCost::default();
         }
         let options = LambdaOptions::of(config);
         // Counted as `requests` counts them, from the buckets' planned bytes.
         let workers = options.worker_count(reads.planned_bytes, reads.buckets as usize);
+        let model = WorkerModel::of(&options, &self.worker_function, measured);
         WorkerCost {
             workers: workers as u64,
-            gb_seconds: options.worker_gb_seconds(reads.bytes, workers),
-            seconds: options.fan_out_seconds(reads.bytes, workers),
+            gb_seconds: model.gb_seconds(reads.bytes, workers),
+            seconds: model.seconds(reads.bytes, workers),
         }
     }
 

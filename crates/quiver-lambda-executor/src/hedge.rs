@@ -94,6 +94,8 @@ pub struct Call {
     deadline: Option<Duration>,
     /// Set by the first attempt to answer; later ones delete what they produced.
     answered: Arc<AtomicBool>,
+    /// Set when an attempt failed and another was made.
+    retried: Arc<AtomicBool>,
     leftovers: Results,
 }
 
@@ -118,6 +120,7 @@ impl Call {
                 .filter(|o| o.attempt_timeout_secs > 0.0)
                 .map(|o| Duration::from_secs_f64(o.attempt_timeout_secs)),
             answered: Arc::default(),
+            retried: Arc::default(),
             leftovers: Results::of(context)?,
         })
     }
@@ -151,6 +154,11 @@ impl Call {
         (answer, hedged)
     }
 
+    /// Whether an attempt failed and was made again.
+    pub fn retried(&self) -> bool {
+        self.retried.load(Ordering::SeqCst)
+    }
+
     /// Attempts in a task of their own, so that a loser still deletes its output after
     /// nobody waits for it. `None`: another attempt answered first.
     fn spawn(
@@ -169,6 +177,7 @@ impl Call {
         let mut last_error = String::new();
         for attempt in 0..=retries {
             if attempt > 0 {
+                self.retried.store(true, Ordering::SeqCst);
                 eprintln!(
                     "quiver: worker {} of query {} failed ({last_error}); attempt {} of {}",
                     self.worker,

@@ -3,7 +3,7 @@
 //! queries through it; the functions themselves live in `lambda/`.
 //!
 //! options (`lambda.*` settings) → protocol (what travels) → results (inline or spilled)
-//! → invoke (the Invoke API) → hedge (retries, duplicates for stragglers) → deal (buckets
+//! → model (a fan-out's time and GB-seconds, measured) → invoke (the Invoke API) → hedge (retries, duplicates for stragglers) → deal (buckets
 //! to workers) → waves (a fragment's requests at once) → tree (sub-coordinators) →
 //! exchange (joins of two big sides, in two waves), each a part of the runner's work (`runner`)
 //! → executor (the runner as a `FragmentRunner`)
@@ -13,6 +13,7 @@ pub mod exchange;
 pub mod executor;
 pub mod hedge;
 pub mod invoke;
+pub mod model;
 pub mod options;
 pub mod protocol;
 pub mod results;

@@ -40,11 +40,12 @@ extensions_options! {
         pub result_prefix: Option<String>, default = None
         /// The worker function's memory in MB, for `EXPLAIN COST` (Terraform sets it).
         pub worker_memory_mb: u64, default = 2048
-        /// Parquet one vCPU of a worker decodes and computes per second, for `EXPLAIN COST`:
-        /// TPC-H Q1's columns at ~188 MB/s on one thread (2026-11-26; 38 on 2026-11-23).
+        /// Parquet one vCPU of a worker decodes and computes per second, for `EXPLAIN COST`
+        /// until the function's workers are measured (`model`): TPC-H Q1's columns at
+        /// ~188 MB/s on one thread (2026-11-26; 38 on 2026-11-23).
         pub estimate_mb_per_vcpu_second: f64, default = 188.0
         /// Seconds from here to a warm worker's first instruction and from its answer back,
-        /// for the `auto` executor's estimate (a round trip to the Lambda API).
+        /// for the `auto` executor's estimate until measured (a round trip to the Lambda API).
         pub estimate_invoke_seconds: f64, default = 0.15
     }
 }
@@ -93,38 +94,6 @@ impl LambdaOptions {
             }
         }
         options
-    }
-
-    /// What `workers` workers reading `bytes` spend: each is billed for its own time (see
-    /// `worker_seconds`) at its memory.
-    pub fn worker_gb_seconds(&self, bytes: u64, workers: usize) -> f64 {
-        let memory_mb = self.worker_memory_mb.max(128) as f64;
-        workers as f64 * self.worker_seconds(bytes, workers) * memory_mb / 1024.0
-    }
-
-    /// How long a fan-out of `workers` over `bytes` takes from here: the invocations'
-    /// round trip, another through sub-coordinators above the tree threshold, and one
-    /// worker's time (they run at once).
-    pub fn fan_out_seconds(&self, bytes: u64, workers: usize) -> f64 {
-        let hops = if workers > self.tree_threshold.max(1) {
-            2.0
-        } else {
-            1.0
-        };
-        hops * self.estimate_invoke_seconds + self.worker_seconds(bytes, workers)
-    }
-
-    /// One worker's time on its share of `bytes`: it gets a vCPU per 1,769 MB (Lambda's
-    /// ratio) and reads as fast as the slower of its vCPUs' decoding and its network
-    /// (~90 MB/s a worker, as Lambada measured against S3), after a start of 50 ms.
-    fn worker_seconds(&self, bytes: u64, workers: usize) -> f64 {
-        const MB_PER_VCPU: f64 = 1769.0;
-        const NETWORK_MB_PER_SECOND: f64 = 90.0;
-        const START_SECONDS: f64 = 0.05;
-        let memory_mb = self.worker_memory_mb.max(128) as f64;
-        let decode = self.estimate_mb_per_vcpu_second.max(0.001) * (memory_mb / MB_PER_VCPU);
-        let rate = decode.min(NETWORK_MB_PER_SECOND) * 1e6;
-        bytes as f64 / workers.max(1) as f64 / rate + START_SECONDS
     }
 
     /// How many workers read `bytes` in `buckets` buckets.

@@ -109,6 +109,9 @@ pub struct WorkerMetrics {
     /// Their time times their function's memory, as Lambda bills it.
     #[serde(default)]
     pub gb_seconds: f64,
+    /// Their time, from a request's arrival to its answer, summed.
+    #[serde(default)]
+    pub seconds: f64,
     /// Bytes the workers wrote to and read from an exchange's objects.
     #[serde(default)]
     pub exchanged: u64,
@@ -143,6 +146,7 @@ impl WorkerMetrics {
         self.hedged += other.hedged;
         self.invocations += other.invocations;
         self.gb_seconds += other.gb_seconds;
+        self.seconds += other.seconds;
         self.peak_memory = self.peak_memory.max(other.peak_memory);
         self.reads.add(&other.reads);
     }

@@ -9,8 +9,10 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use futures::future::join_all;
 use quiver_core::copy::WrittenFile;
+use quiver_core::runtime::QuiverRuntime;
 
 use crate::hedge::{Call, Wave};
+use crate::model;
 use crate::options::LambdaOptions;
 use crate::protocol::{
     decode_partitions, describe_buckets, from_base64, Output, WorkerMetrics, WorkerRequest,
@@ -61,12 +63,18 @@ impl LambdaRunner {
             _ => format!("join partition {}", request.worker),
         };
         let call = Call::new(&self.invoker, function, request, buckets, context)?;
+        let invoked = std::time::Instant::now();
         let (answer, hedged) = call.answer(options.retries, wave, &options.hedge()).await;
         if hedged {
             self.add_metrics(&WorkerMetrics {
                 hedged: 1,
                 ..WorkerMetrics::default()
             });
+        }
+        if let (Ok(response), false, false) = (&answer, hedged, call.retried()) {
+            let rates = &QuiverRuntime::of(context.session_config())?.rates;
+            let round_trip = invoked.elapsed().as_secs_f64();
+            model::observe(rates, function, options, response, round_trip);
         }
         answer
     }

@@ -13,6 +13,7 @@ use crate::copy::{CopyTarget, WrittenFile};
 use crate::cost::{PlannedReads, WorkerCost};
 use crate::fragment::{ExchangeStage, Fragment};
 use crate::options::QuiverOptions;
+use crate::rates::MeasuredRates;
 
 /// Who drives the physical plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -87,8 +88,13 @@ pub trait FragmentRunner: Send + Sync {
     }
 
     /// What running a scan that reads `reads` would spend on workers, under `config`'s
-    /// settings (`EXPLAIN COST`).
-    fn estimate(&self, _reads: &PlannedReads, _config: &ConfigOptions) -> WorkerCost {
+    /// settings and from what workers were `measured` to do (`EXPLAIN COST`).
+    fn estimate(
+        &self,
+        _reads: &PlannedReads,
+        _config: &ConfigOptions,
+        _measured: &MeasuredRates,
+    ) -> WorkerCost {
         WorkerCost::default()
     }
 }

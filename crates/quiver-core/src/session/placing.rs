@@ -154,9 +154,10 @@ impl QuiverSession {
     pub(super) fn worker_cost(&self, reads: &[PlannedReads]) -> Option<WorkerCost> {
         let runner = self.remote.as_ref()?;
         let config = self.context.state_ref().read().config_options().clone();
+        let measured = self.runtime.rates.now();
         let mut total = WorkerCost::default();
         for scan in reads {
-            let workers = runner.estimate(scan, &config);
+            let workers = runner.estimate(scan, &config, &measured);
             total.workers += workers.workers;
             total.gb_seconds += workers.gb_seconds;
             // Scans run one after another (a join's build side first).
