@@ -125,15 +125,17 @@ def upload(client, bucket, files):
 class Proxy:
     """tests/servers/s3_proxy.py in a child process, in front of `upstream`."""
 
-    def __init__(self, upstream, latency, bandwidth, log):
+    def __init__(self, upstream, latency, bandwidth, log, line=0.0):
         self.upstream, self.latency, self.bandwidth, self.log = upstream, latency, bandwidth, log
+        self.line = line
         self.proc = None
         self.url = None
 
     def start(self):
         """Starts it; its standard error (tracebacks of dropped connections) goes to `log`."""
         args = [sys.executable, PROXY_SCRIPT, "--upstream", self.upstream, "--port", "0",
-                "--delay", str(self.latency), "--bandwidth", str(self.bandwidth / 1e6)]
+                "--delay", str(self.latency), "--bandwidth", str(self.bandwidth / 1e6),
+                "--line", str(self.line / 1e6)]
         os.makedirs(os.path.dirname(self.log), exist_ok=True)
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)

@@ -353,23 +353,32 @@ def function_env(minio, s3_url, timeout):
 
 
 @contextlib.contextmanager
-def emulated(bench, files, log_name, memory_mb=None):
-    """MinIO holding `files` ({key: local path}) and the emulator's functions reading it
-    directly (no proxy), both ready, both stopped after: yields (endpoint, emulator). Raises
-    objectstore.ServerError when either cannot start."""
+def emulated(bench, files, log_name, memory_mb=None, proxied=False):
+    """MinIO holding `files` ({key: local path}) and the emulator's functions reading it,
+    directly or (`proxied`) through the counting proxy at LATENCY_MS and BANDWIDTH_MB_S, all
+    ready, all stopped after: yields (endpoint, emulator), the endpoint as the functions reach
+    the bucket. Raises objectstore.ServerError when any cannot start."""
     timeout = float(getattr(bench.options, "timeout", 900))
-    minio, emulator = objectstore.MinIO(getattr(bench.options, "minio_port", 9300)), None
+    minio = objectstore.MinIO(getattr(bench.options, "minio_port", 9300))
+    proxy = emulator = None
     try:
         minio.start()
         objectstore.upload(minio.client(), objectstore.BUCKET, files)
-        emulator = Emulator(function_env(minio, minio.endpoint, timeout), timeout,
+        url = minio.endpoint
+        if proxied:
+            log = os.path.join(data.ROOT, log_name.replace("emulator", "s3-proxy"))
+            proxy = objectstore.Proxy(url, LATENCY_MS / 1e3, BANDWIDTH_MB_S * 1e6, log).start()
+            url = proxy.url
+        emulator = Emulator(function_env(minio, url, timeout), timeout,
                             os.path.join(data.ROOT, log_name), memory_mb=memory_mb)
         emulator.start()
         emulator.wait_ready()
-        yield minio.endpoint_for(minio.endpoint, objectstore.BUCKET), emulator
+        yield minio.endpoint_for(url, objectstore.BUCKET), emulator
     finally:
         if emulator is not None:
             emulator.stop()
+        if proxy is not None:
+            proxy.stop()
         minio.stop()
 
 

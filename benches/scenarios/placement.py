@@ -2,24 +2,29 @@
 
 TPC-H lineitem (scenario lambda's copy, at least 32 row groups) is in MinIO behind the
 counting proxy, which adds LATENCY_MS before each request and caps each connection at
-BANDWIDTH_MB_S; the worker function runs under cargo-lambda's emulator (dev profile, as the
-tests build it) and reads through the same proxy. Every run is the `quiver` command in a fresh
-process, with the worker function named (`--function worker`, WORKERS workers) and
-`quiver.lambda_min_bytes = 0`, so that every query may go. Per query of a mix of sizes:
+BANDWIDTH_MB_S, as S3 does for any client. The worker function runs under cargo-lambda's
+emulator (dev profile, as the tests build it) and reads through it: in S3's region. The
+`quiver` command reads through a second proxy in front of the first, as a laptop does: its
+line carries LINE_MB_S however many connections share it, after LINE_LATENCY_MS more a
+request. Every run is the command in a fresh process, with the worker function named
+(`--function worker`, WORKERS workers) and `quiver.lambda_min_bytes = 0`, so that every
+query may go. Per query of a mix of sizes:
 
 - the estimates: `--dry-run` (`EXPLAIN COST`), whose `place` is what `auto` picks, and its
   `local_seconds` and `lambda_seconds`;
 - measured here: `--executor local`; measured on the workers: `--executor lambda`, each the
   best of `--reps` runs after a first, each answer checked against DuckDB on the local file.
 
-The rates the local estimate uses start from `quiver calibrate` of lineitem through the proxy
-(a fresh cache folder), and every run here adds its sample, as it would for a user. The pick
-is right when it is the place measured faster; the goal is always right where the two
-measured times differ by more than 2x.
+The rates the local estimate uses start from `quiver calibrate` of lineitem through the
+laptop's line (a fresh cache folder); the worker model starts from its assumed rates (the
+workers' first answers replace them). Every run adds its samples, as it would for a user.
+The pick is right when it is the place measured faster; the goal is always right where the
+two measured times differ by more than 2x.
 
 Caveat: the emulator's workers share this machine's 2 cores, where Lambda gives each its own;
-the worker model assumes Lambda's, so its estimates are optimistic for compute-bound queries
-here, and a pick of Lambda that loses here may win on AWS.
+the worker model assumes Lambda's until it has measured the workers, so its first estimates
+are optimistic for compute-bound queries here, and a pick of Lambda that loses here may win
+on AWS.
 """
 import importlib
 import os
@@ -40,6 +45,8 @@ lambda_workers = importlib.import_module("benches.scenarios.lambda")
 NAME = "placement"
 TITLE = "Where `auto` runs a query, against where it ran faster (Lambda emulated)"
 WORKERS = 8
+LINE_MB_S = 12       # a laptop's line to S3 (~100 Mbit/s), shared by its connections
+LINE_LATENCY_MS = 15  # the laptop's way to S3's region, on top of S3's own
 QUERIES = {
     "count": "SELECT count(*) AS n FROM lineitem",
     # lineitem is sorted by l_orderkey: one row group is left after pruning.
@@ -58,39 +65,31 @@ def run(bench):
     timeout = float(getattr(bench.options, "timeout", 900))
     path, key, _ = lambda_workers.lineitem(bench.mode.sf)
     expected, problems = lambda_workers._expected(bench, path, QUERIES)
-    minio = objectstore.MinIO(getattr(bench.options, "minio_port", 9300))
-    proxy = emulator = None
     cache = tempfile.mkdtemp(prefix="quiver-placement-")
     rows, failure = [], None
     try:
-        minio.start()
-        objectstore.upload(minio.client(), objectstore.BUCKET, {key: path})
-        proxy = objectstore.Proxy(minio.endpoint, lambda_workers.LATENCY_MS / 1e3,
-                                  lambda_workers.BANDWIDTH_MB_S * 1e6,
-                                  os.path.join(data.ROOT, "placement-s3-proxy.log")).start()
-        env = lambda_workers.function_env(minio, proxy.url, timeout)
-        emulator = lambda_workers.Emulator(env, timeout,
-                                           os.path.join(data.ROOT, "placement-emulator.log"))
-        emulator.start()
-        emulator.wait_ready()
-        cli = Cli(quiver.binary, timeout, dict(env, QUIVER_DISK_CACHE_BYTES="0"), cache,
-                  emulator.url)
-        url = f"s3://{objectstore.BUCKET}/{key}"
-        print(f"  {NAME}: {cli.calibrate(url)}", flush=True)
-        view = f"CREATE VIEW lineitem AS SELECT * FROM read_parquet('{url}');\n"
-        for q, sql in QUERIES.items():
-            row = _row(bench, cli, q, view + sql, expected[q], problems.get(q))
-            rows.append(row)
-            print(f"  {NAME} {q}: {row}", flush=True)
+        with lambda_workers.emulated(bench, {key: path}, "placement-emulator.log",
+                                     proxied=True) as (region, emulator):
+            line = objectstore.Proxy(region.url, LINE_LATENCY_MS / 1e3, 0, os.path.join(
+                data.ROOT, "placement-line-proxy.log"), line=LINE_MB_S * 1e6).start()
+            try:
+                env = dict(emulator.env, AWS_ENDPOINT_URL_S3=line.url,
+                           QUIVER_DISK_CACHE_BYTES="0")
+                cli = Cli(quiver.binary, timeout, env, cache, emulator.url)
+                url = region.s3_url(key)
+                print(f"  {NAME}: {cli.calibrate(url)}", flush=True)
+                view = f"CREATE VIEW lineitem AS SELECT * FROM read_parquet('{url}');\n"
+                for q, sql in QUERIES.items():
+                    row = _row(bench, cli, q, view + sql, expected[q], problems.get(q))
+                    rows.append(row)
+                    print(f"  {NAME} {q}: {row}", flush=True)
+                print(f"  {NAME}: {cli.calibrate(None)}", flush=True)
+            finally:
+                line.stop()
     except (objectstore.ServerError, EngineError) as e:
         failure = str(e)
         print(f"  {NAME}: not run (further): {failure}", flush=True)
     finally:
-        if emulator is not None:
-            emulator.stop()
-        if proxy is not None:
-            proxy.stop()
-        minio.stop()
         shutil.rmtree(cache, ignore_errors=True)
     if not rows:
         return report.Section(NAME, TITLE, f"Not run: {failure}\n", [], [f"not run: {failure}"])
@@ -117,7 +116,9 @@ class Cli:
         return proc
 
     def calibrate(self, url):
-        out = self._run(["calibrate", url, f"--set=quiver.cache_dir={self.cache}"])
+        """`quiver calibrate` of `url` (None: what is known), on one line."""
+        out = self._run(["calibrate", *([url] if url else []),
+                         f"--set=quiver.cache_dir={self.cache}"])
         return " ".join(out.stdout.decode().split())[:300]
 
     def estimate(self, sql):

@@ -13,12 +13,13 @@ Faults default to GetObject and answer S3 error XML (503 is SlowDown). `delay` (
 is added before each forwarded request; `bandwidth` (bytes per second, 0 = no cap) paces each
 answer's body, so each client connection gets at most that (S3 serves one connection at a few
 tens of MB/s). The benchmarks (benches/scenarios/s3.py) set both, so that a request costs about
-what it costs against real S3.
+what it costs against real S3. `line` (bytes per second, 0 = no cap) is shared by all
+connections at once: a laptop's link, which more connections do not widen.
 Controls: see common.py (`/__quiver__/stats`, `/reset`, `/fail`, `/config`);
 `/__quiver__/config?bandwidth=50e6` sets the cap here too.
 
     python3 tests/servers/s3_proxy.py --upstream http://127.0.0.1:9000 [--port N] [--delay S]
-                                      [--bandwidth MB_PER_S]
+                                      [--bandwidth MB_PER_S] [--line MB_PER_S]
 
 --port 0 picks a free port; the first line printed names the proxy's URL.
 
@@ -28,6 +29,7 @@ import argparse
 import http.client
 import os
 import sys
+import threading
 import time
 import urllib.parse
 import uuid
@@ -78,9 +80,10 @@ def s3_kind(method, path, query):
 class ProxyControl(Control):
     """Control with a per-connection bandwidth cap (bytes per second; 0 = none)."""
 
-    def __init__(self, default_fail_kind, delay=0.0, bandwidth=0.0):
+    def __init__(self, default_fail_kind, delay=0.0, bandwidth=0.0, line=0.0):
         super().__init__(default_fail_kind, delay)
         self.bandwidth = float(bandwidth)
+        self.line = Line(float(line))
 
     def answer(self, handler, path, query):
         name = path[len(CONTROL_PREFIX):].strip("/")
@@ -102,20 +105,42 @@ class ProxyControl(Control):
 
 
 class Pacer:
-    """Holds a body's writes to `rate` bytes per second (rate 0: no pacing)."""
+    """Holds a body's writes to `rate` bytes per second (rate 0: no pacing), and to the
+    `line` shared by every connection."""
 
-    def __init__(self, rate):
-        self.rate = rate
+    def __init__(self, rate, line=None):
+        self.rate, self.line = rate, line
         self.start = time.monotonic()
         self.sent = 0
 
     def wrote(self, nbytes):
+        if self.line is not None:
+            self.line.wrote(nbytes)
         if self.rate <= 0:
             return
         self.sent += nbytes
         ahead = self.start + self.sent / self.rate - time.monotonic()
         if ahead > 0:
             time.sleep(ahead)
+
+
+class Line:
+    """A link all connections share at `rate` bytes per second (0: no cap): each chunk
+    takes its turn, so two connections get half each."""
+
+    def __init__(self, rate):
+        self.rate = rate
+        self.free_at = 0.0
+        self.lock = threading.Lock()
+
+    def wrote(self, nbytes):
+        if self.rate <= 0:
+            return
+        with self.lock:
+            now = time.monotonic()
+            self.free_at = max(self.free_at, now) + nbytes / self.rate
+            ahead = self.free_at - now
+        time.sleep(ahead)
 
 
 def error_xml(code, message, resource):
@@ -236,7 +261,8 @@ class Handler(BaseHandler):
             self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         sent = 0
-        pacer = Pacer(getattr(self.control, "bandwidth", 0.0))
+        control = self.control
+        pacer = Pacer(getattr(control, "bandwidth", 0.0), getattr(control, "line", None))
         try:
             if not no_body:
                 source = (buffered[i:i + CHUNK] for i in range(0, len(buffered), CHUNK)) \
@@ -278,9 +304,9 @@ class Handler(BaseHandler):
 class S3Proxy(ServerThread):
     """Forwards 127.0.0.1:`port` (0 picks a free port) to `upstream` in a daemon thread;
     `delay` seconds before each request, answers paced to `bandwidth` bytes per second per
-    connection (0: no cap)."""
+    connection and to `line` bytes per second over all (0: no cap)."""
 
-    def __init__(self, upstream, port=0, delay=0.0, verbose=False, bandwidth=0.0):
+    def __init__(self, upstream, port=0, delay=0.0, verbose=False, bandwidth=0.0, line=0.0):
         parsed = urllib.parse.urlsplit(upstream)
         if parsed.scheme != "http" or parsed.hostname not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"upstream must be http:// on loopback, not {upstream}")
@@ -288,7 +314,7 @@ class S3Proxy(ServerThread):
         server = LoopbackServer(port, handler)
         server.upstream = upstream
         server.upstream_address = (parsed.hostname, parsed.port or 80)
-        server.control = ProxyControl("GetObject", delay, bandwidth)
+        server.control = ProxyControl("GetObject", delay, bandwidth, line)
         super().__init__(server)
         self.upstream = upstream
         self.control = server.control
@@ -302,11 +328,15 @@ def main():
     parser.add_argument("--bandwidth", type=float, default=0.0, metavar="MB_PER_S",
                         help="cap each connection's answers at this many MB (10^6 bytes) per "
                              "second (default 0: no cap)")
+    parser.add_argument("--line", type=float, default=0.0, metavar="MB_PER_S",
+                        help="cap all answers together at this many MB per second, as a "
+                             "laptop's link does (default 0: no cap)")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
-    if args.bandwidth < 0:
-        parser.error("--bandwidth must be 0 (no cap) or more")
-    proxy = S3Proxy(args.upstream, args.port, args.delay, args.verbose, args.bandwidth * 1e6)
+    if args.bandwidth < 0 or args.line < 0:
+        parser.error("--bandwidth and --line must be 0 (no cap) or more")
+    proxy = S3Proxy(args.upstream, args.port, args.delay, args.verbose, args.bandwidth * 1e6,
+                    args.line * 1e6)
     print(f"s3_proxy: {proxy.url} -> {args.upstream} (stats at {proxy.url}/__quiver__/stats)",
           flush=True)
     try:
