@@ -5,11 +5,15 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::SendableRecordBatchStream;
 use datafusion::logical_expr::{LogicalPlan, SetVariable, Statement as LogicalStatement};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{execute_stream, ExecutionPlan};
 use datafusion::sql::parser::{DFParser, Statement};
 use datafusion::sql::sqlparser::dialect::GenericDialect;
+use futures::StreamExt;
 use web_time::Instant;
 
 use super::output::{describe_batch, memory_stream, QueryOutput, QueryStream};
@@ -38,6 +42,7 @@ impl QuiverSession {
             let batch = describe_batch(&described.schema)?;
             return Ok(QueryOutput::of(batch, metrics).into_stream());
         }
+        let placed = self.explained_placement(&plan).await?;
         let physical = self.physical(plan.clone()).await?;
         let read = read_from(&physical);
         let (executor, physical) = self.place(plan, physical, &read, &metrics).await?;
@@ -50,6 +55,10 @@ impl QuiverSession {
             ExecutorKind::DataFusion | ExecutorKind::Auto => {
                 let observe = self.observer(&read, &metrics);
                 let batches = execute_stream(Arc::clone(&physical), task)?;
+                let batches = match placed {
+                    Some(line) => with_row(batches, ["placement", &line])?,
+                    None => batches,
+                };
                 let stream = QueryStream {
                     schema,
                     batches,
@@ -154,4 +163,16 @@ impl QuiverSession {
     pub(super) fn prices(&self) -> Prices {
         Prices::of(&self.runtime.query().settings.options)
     }
+}
+
+/// `batches` (two text columns: an EXPLAIN's) and then one more row of `cells`.
+fn with_row(
+    batches: SendableRecordBatchStream,
+    cells: [&str; 2],
+) -> Result<SendableRecordBatchStream> {
+    let schema = batches.schema();
+    let columns = cells.map(|cell| Arc::new(StringArray::from(vec![cell])) as ArrayRef);
+    let row = RecordBatch::try_new(Arc::clone(&schema), columns.to_vec())?;
+    let chained = batches.chain(futures::stream::once(async { Ok(row) }));
+    Ok(Box::pin(RecordBatchStreamAdapter::new(schema, chained)))
 }

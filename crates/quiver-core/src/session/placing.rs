@@ -41,7 +41,13 @@ impl QuiverSession {
         metrics: &QueryMetrics,
     ) -> Result<(ExecutorKind, Arc<dyn ExecutionPlan>)> {
         let executor = self.executor_now()?;
-        if executor != ExecutorKind::Auto && self.options_now().max_dollars <= 0.0 {
+        let priced = executor == ExecutorKind::Auto || self.options_now().max_dollars > 0.0;
+        // A SET, a CREATE or an EXPLAIN reads no data (EXPLAIN names its query's place).
+        let reads_data = !matches!(
+            plan,
+            LogicalPlan::Statement(_) | LogicalPlan::Ddl(_) | LogicalPlan::Explain(_)
+        );
+        if !priced || !reads_data {
             return Ok((executor, physical));
         }
         // The statement's own reads so far are the runtime's metrics, counted there.
@@ -102,19 +108,12 @@ impl QuiverSession {
         let physical = self.physical(plan).await?;
         let planning = MetricsSnapshot::default();
         let (cost, reads) = self.planned_cost(&physical, planning).await?;
-        let read = read_from(&physical);
-        let options = self.options_now();
-        let planned = Planned {
-            cost: &cost,
-            reads: &reads,
-            source: read.source.as_deref(),
-        };
-        let rates = self.runtime.rates.now();
-        let local = place::local_estimate(&planned, &rates, &options, self.options.threads);
-        let lambda = match place::lambda_refusal(&planned, &options) {
+        let (local, refused) = self.here(&read_from(&physical), &cost, &reads);
+        let lambda = match refused {
             Some(why) => Err(why),
             None => lambda_estimate().await?,
         };
+        let options = self.options_now();
         let policy = Policy::parse(&options.place)?;
         let placement = place::choose(policy, options.max_dollars, local, lambda)?;
         let output = match placement.place {
@@ -177,13 +176,7 @@ impl QuiverSession {
         max_dollars: f64,
     ) -> Result<Placement> {
         let options = self.options_now();
-        let planned = Planned {
-            cost,
-            reads,
-            source: read.source.as_deref(),
-        };
-        let rates = self.runtime.rates.now();
-        let local = place::local_estimate(&planned, &rates, &options, self.options.threads);
+        let (local, refused) = self.here(read, cost, reads);
         let on_lambda = |workers: WorkerCost| place::Estimate {
             seconds: workers.seconds,
             dollars: Cost { workers, ..*cost }.dollars(&self.prices()),
@@ -191,7 +184,6 @@ impl QuiverSession {
         let workers = self.worker_cost(reads);
         let (policy, lambda) = match executor {
             ExecutorKind::Auto => {
-                let refused = place::lambda_refusal(&planned, &options);
                 let lambda = match (workers, refused) {
                     (None, _) => Err("no Lambda function is configured".to_string()),
                     (Some(_), Some(why)) => Err(why),
@@ -209,6 +201,42 @@ impl QuiverSession {
             ),
         };
         place::choose(policy, max_dollars, local, lambda)
+    }
+
+    /// For a plain `EXPLAIN` under `auto`: the line `--profile` would print of where its
+    /// query runs, why, and both estimates (`None` for anything else).
+    pub(super) async fn explained_placement(&self, plan: &LogicalPlan) -> Result<Option<String>> {
+        let LogicalPlan::Explain(explain) = plan else {
+            return Ok(None);
+        };
+        if self.executor_now()? != ExecutorKind::Auto {
+            return Ok(None);
+        }
+        let physical = self.physical(explain.plan.as_ref().clone()).await?;
+        let planning = MetricsSnapshot::default();
+        let (cost, reads) = self.planned_cost(&physical, planning).await?;
+        let read = read_from(&physical);
+        let placement = self.placement(ExecutorKind::Auto, &read, &cost, &reads, 0.0)?;
+        Ok(Some(placement.line()))
+    }
+
+    /// A planned statement as seen from here: the estimate of running it here, and why
+    /// Lambda may not run it (if it may not).
+    fn here(
+        &self,
+        read: &ReadFrom,
+        cost: &Cost,
+        reads: &[PlannedReads],
+    ) -> (place::Estimate, Option<String>) {
+        let options = self.options_now();
+        let planned = Planned {
+            cost,
+            reads,
+            source: read.source.as_deref(),
+        };
+        let rates = self.runtime.rates.now();
+        let local = place::local_estimate(&planned, &rates, &options, self.options.threads);
+        (local, place::lambda_refusal(&planned, &options))
     }
 
     /// What a run here does once its last row is out: its reads (from `read`) and
@@ -294,6 +322,16 @@ mod tests {
             placed.starts_with("place: local (not lambda: it reads files on this machine"),
             "{placed}"
         );
+        // EXPLAIN says where `auto` would run the query, and why, in a row of its own.
+        session.set("quiver.executor", "auto").unwrap();
+        let sql = format!("EXPLAIN SELECT sum(x) FROM '{}'", file.display());
+        let explained = session.run(&sql).await.unwrap();
+        let last = explained.batches.last().unwrap();
+        let row = last.num_rows() - 1;
+        assert_eq!(last.column(0).as_string::<i32>().value(row), "placement");
+        let line = last.column(1).as_string::<i32>().value(row);
+        let why = "place: local (not lambda: no Lambda function is configured; estimates: local";
+        assert!(line.starts_with(why), "{line}");
         // Not a query: it runs here, and nothing is placed.
         let set = session.run_or_send("SET quiver.place = 'local'", ask, sent);
         assert_eq!(set.await.unwrap().metrics.placed(), None);
