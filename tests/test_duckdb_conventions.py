@@ -413,6 +413,31 @@ def test_semi_and_anti_joins_and_order_by_all(quiver, typed):
         assert (header, rows) == duck(sql, typed), sql
 
 
+def test_columns_picks_the_columns_its_selector_names_as_duckdb_does(quiver, tmp_path):
+    pq.write_table(pa.table({"id": [1, 2, 3], "small": [1, None, 3], "name": ["a", None, "c"],
+                             "number": [2.5, 1.0, None], "numbers": [7, 8, 9]}),
+                   tmp_path / "t.parquet")
+    for sql in ["SELECT max(COLUMNS(*)) FROM 't.parquet'",
+                "SELECT COLUMNS('^(id|small)$') + 1 FROM 't.parquet' ORDER BY ALL",
+                "SELECT min(COLUMNS(['name', 'id'])) FROM 't.parquet'",
+                "SELECT COLUMNS(lambda c: c LIKE '%m%' AND c NOT IN ('numbers')) "
+                "FROM 't.parquet' ORDER BY name",
+                "SELECT id FROM 't.parquet' WHERE COLUMNS('^(id|small)$') > 1 ORDER BY id",
+                # A FROM clause's columns are known once it is planned: a join, a subquery,
+                # a CTE.
+                "SELECT COLUMNS('i') FROM 't.parquet' a JOIN (SELECT id AS k FROM 't.parquet') b "
+                "ON a.id = b.k ORDER BY ALL",
+                "SELECT count(COLUMNS(*)) FROM (SELECT COLUMNS('^[a-n]') FROM 't.parquet')",
+                "WITH c AS (SELECT id, name FROM 't.parquet') SELECT max(COLUMNS(*)) FROM c",
+                r"SELECT COLUMNS('(n)(.*)') AS '\2_x' FROM 't.parquet' ORDER BY ALL"]:
+        header, rows = quiver.csv(sql, cwd=tmp_path)
+        assert (header, rows) == duck(sql, tmp_path), sql
+    refused = quiver.run("query", "SELECT COLUMNS(lambda c: length(c) > 2) FROM 't.parquet'",
+                         cwd=tmp_path)
+    assert refused.returncode != 0 and "COLUMNS(lambda …): cannot evaluate" in refused.stderr, \
+        refused.stderr
+
+
 def test_create_macro_expands_as_duckdb_does(quiver, typed):
     """A macro with a default, a macro calling it, named by its call; in one script."""
     script = ("CREATE MACRO plus(a, b := 1) AS a + b; CREATE MACRO twice(x) AS plus(x, x); "

@@ -12,13 +12,13 @@ use datafusion::catalog::TableProvider;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::sql::parser::Statement;
+use datafusion::sql::parser::{DFParser, Statement};
 use datafusion::sql::sqlparser::ast::{Statement as SqlStatement, TableFactor};
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 use super::duckdb::identifiers::{self, Spellings};
-use super::duckdb::{clauses, from_first, function_names, literals, precedence, samples};
+use super::duckdb::{clauses, columns, from_first, function_names, literals, precedence, samples};
 use super::listing_only::answers_from_listing;
 use super::relations::{self, path_tables, uses_wildcard, PathTable};
 use super::{file_subqueries, virtual_columns, QuiverSession};
@@ -135,7 +135,40 @@ impl QuiverSession {
             }
         }
         identifiers::resolve_identifiers(inner, &spellings)?;
+        self.expand_columns(inner).await?;
         Ok(statement)
+    }
+
+    /// `COLUMNS(…)` written out (see `duckdb::columns`) over the columns each FROM clause
+    /// plans to, the innermost query first.
+    async fn expand_columns(&self, statement: &mut SqlStatement) -> Result<()> {
+        let with = match &*statement {
+            SqlStatement::Query(query) => query.with.as_ref().map(|with| format!("{with} ")),
+            _ => None,
+        };
+        while let Some((index, from)) = columns::next_to_expand(statement) {
+            let from: Vec<String> = from.iter().map(ToString::to_string).collect();
+            let sql = format!(
+                "{}SELECT * FROM {}",
+                with.as_deref().unwrap_or(""),
+                from.join(", ")
+            );
+            let mut parsed = DFParser::parse_sql_with_dialect(&sql, &GenericDialect {})?;
+            let relation = parsed.pop_front().ok_or_else(|| {
+                DataFusionError::Plan(format!("COLUMNS(…): cannot read FROM {}", from.join(", ")))
+            })?;
+            let plan = self.context.state().statement_to_plan(relation).await?;
+            let names: Vec<columns::FromColumn> = (plan.schema().iter())
+                .map(|(relation, field)| {
+                    (
+                        relation.map(|r| r.table().to_string()),
+                        field.name().clone(),
+                    )
+                })
+                .collect();
+            columns::expand(statement, index, &names)?;
+        }
+        Ok(())
     }
 
     /// Each path table made from its listing alone (with the virtual columns when the

@@ -94,11 +94,12 @@ pub fn uses_wildcard<V: Visit>(statement: &V) -> bool {
     }
     fn set_has_wildcard(set: &SetExpr) -> bool {
         match set {
+            // `COLUMNS(…)` (see `duckdb::columns`) is a `*` in disguise.
             SetExpr::Select(select) => select.projection.iter().any(|item| {
                 matches!(
                     item,
                     SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
-                )
+                ) || item.to_string().to_ascii_lowercase().contains("columns(")
             }),
             SetExpr::SetOperation { left, right, .. } => {
                 set_has_wildcard(left) || set_has_wildcard(right)

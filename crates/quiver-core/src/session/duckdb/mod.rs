@@ -1,6 +1,7 @@
 //! DuckDB's SQL as Quiver reads it, where DataFusion's differs. Text rewrites before parsing
 //! (dialect: COPY's options, SUMMARIZE, EXPLAIN COST); AST rewrites before planning
-//! (from_first: `FROM t` alone; clauses: SEMI and ANTI joins, ORDER BY ALL; samples:
+//! (from_first: `FROM t` alone; clauses: SEMI and ANTI joins, ORDER BY ALL; columns:
+//! `COLUMNS(…)`, over the columns its FROM clause plans to; samples:
 //! `USING SAMPLE` and `TABLESAMPLE`, in text then in the AST; function_names: DuckDB-only functions, from the table in
 //! macros; identifiers: case-insensitive names; literals: timestamps' offsets and seconds;
 //! precedence: `^` above `*`); a planner for operators (operators: `/`, `//`, `^`); and an
@@ -12,6 +13,7 @@
 
 mod bytes;
 pub mod clauses;
+pub mod columns;
 pub mod dialect;
 pub mod from_first;
 pub mod function_names;
