@@ -438,6 +438,27 @@ def test_columns_picks_the_columns_its_selector_names_as_duckdb_does(quiver, tmp
         refused.stderr
 
 
+def test_pivot_and_unpivot_in_both_of_duckdb_s_forms(quiver, tmp_path):
+    pq.write_table(pa.table({"country": ["NL", "NL", "US", "US", "US"],
+                             "year": [2000, 2010, 2000, 2010, 2010],
+                             "population": [10, 11, 200, 250, None],
+                             "note": ["a", "b", "c", "d", "e"]}), tmp_path / "c.parquet")
+    pq.write_table(pa.table({"id": [1, 2], "jan": [5, None], "feb": [7, 8]}),
+                   tmp_path / "m.parquet")
+    for sql in [
+            # The values of the column, found by a query (no IN), become columns in order.
+            "PIVOT 'c.parquet' ON year USING sum(population) GROUP BY country ORDER BY country",
+            "PIVOT (SELECT country, year, population FROM 'c.parquet') ON year IN (2000, 2010) "
+            "USING sum(population) AS p, count(*) AS n ORDER BY ALL",
+            "SELECT * FROM (SELECT country, year, population FROM 'c.parquet') "
+            "PIVOT (sum(population) FOR year IN (2000, 2010)) ORDER BY country",
+            "UNPIVOT 'm.parquet' ON jan, feb INTO NAME month VALUE sales ORDER BY ALL",
+            "SELECT * FROM 'm.parquet' UNPIVOT INCLUDE NULLS (sales FOR month IN (jan, feb)) "
+            "ORDER BY id, month"]:
+        header, rows = quiver.csv(sql, cwd=tmp_path)
+        assert (header, rows) == duck(sql, tmp_path), sql
+
+
 def test_create_macro_expands_as_duckdb_does(quiver, typed):
     """A macro with a default, a macro calling it, named by its call; in one script."""
     script = ("CREATE MACRO plus(a, b := 1) AS a + b; CREATE MACRO twice(x) AS plus(x, x); "

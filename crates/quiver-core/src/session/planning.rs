@@ -7,18 +7,22 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::AsArray;
+use datafusion::arrow::datatypes::FieldRef;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::catalog::TableProvider;
+use datafusion::common::{ScalarValue, TableReference};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::sql::parser::{DFParser, Statement};
 use datafusion::sql::sqlparser::ast::{Statement as SqlStatement, TableFactor};
-use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::dialect::{DuckDbDialect, GenericDialect};
 use datafusion::sql::sqlparser::parser::Parser;
 
 use super::duckdb::identifiers::{self, Spellings};
-use super::duckdb::{clauses, columns, from_first, function_names, literals, precedence, samples};
+use super::duckdb::{
+    clauses, columns, from_first, function_names, literals, pivot, precedence, samples,
+};
 use super::listing_only::answers_from_listing;
 use super::relations::{self, path_tables, uses_wildcard, PathTable};
 use super::{file_subqueries, virtual_columns, QuiverSession};
@@ -139,36 +143,66 @@ impl QuiverSession {
         Ok(statement)
     }
 
-    /// `COLUMNS(…)` written out (see `duckdb::columns`) over the columns each FROM clause
-    /// plans to, the innermost query first.
+    /// PIVOT, UNPIVOT and `COLUMNS(…)` written out (see `duckdb::pivot` and
+    /// `duckdb::columns`) over the columns each FROM clause plans to, the innermost first.
     async fn expand_columns(&self, statement: &mut SqlStatement) -> Result<()> {
         let with = match &*statement {
             SqlStatement::Query(query) => query.with.as_ref().map(|with| format!("{with} ")),
             _ => None,
         };
+        let with = with.as_deref().unwrap_or("");
+        while let Some(pending) = pivot::next_pending(statement) {
+            let columns = self.columns_of(with, &pending.table).await?;
+            let values = match &pending.values_of {
+                Some(column) => Some(self.values_of(with, &pending.table, column).await?),
+                None => None,
+            };
+            pivot::write_out(statement, &columns, values.as_deref())?;
+        }
         while let Some((index, from)) = columns::next_to_expand(statement) {
             let from: Vec<String> = from.iter().map(ToString::to_string).collect();
-            let sql = format!(
-                "{}SELECT * FROM {}",
-                with.as_deref().unwrap_or(""),
-                from.join(", ")
-            );
-            let mut parsed = DFParser::parse_sql_with_dialect(&sql, &GenericDialect {})?;
-            let relation = parsed.pop_front().ok_or_else(|| {
-                DataFusionError::Plan(format!("COLUMNS(…): cannot read FROM {}", from.join(", ")))
-            })?;
-            let plan = self.context.state().statement_to_plan(relation).await?;
-            let names: Vec<columns::FromColumn> = (plan.schema().iter())
-                .map(|(relation, field)| {
-                    (
-                        relation.map(|r| r.table().to_string()),
-                        field.name().clone(),
-                    )
-                })
-                .collect();
-            columns::expand(statement, index, &names)?;
+            let columns = self.columns_of(with, &from.join(", ")).await?;
+            columns::expand(statement, index, &columns)?;
         }
         Ok(())
+    }
+
+    /// The columns `FROM from` gives (after the statement's CTEs, `with`).
+    async fn columns_of(&self, with: &str, from: &str) -> Result<Vec<columns::FromColumn>> {
+        let plan = self
+            .plan_sql(&format!("{with}SELECT * FROM {from}"))
+            .await?;
+        let named = |(relation, field): (Option<&TableReference>, &FieldRef)| {
+            (
+                relation.map(|r| r.table().to_string()),
+                field.name().clone(),
+            )
+        };
+        Ok(plan.schema().iter().map(named).collect())
+    }
+
+    /// The distinct values of `column` in `from`, in order, as SQL literals (a PIVOT's).
+    async fn values_of(&self, with: &str, from: &str, column: &str) -> Result<Vec<String>> {
+        let sql = format!("{with}SELECT DISTINCT {column} FROM {from} ORDER BY 1 NULLS LAST");
+        let plan = self.plan_sql(&sql).await?;
+        let batches = (self.context.execute_logical_plan(plan).await?)
+            .collect()
+            .await?;
+        let mut values = vec![];
+        for batch in &batches {
+            for row in 0..batch.num_rows() {
+                let value = ScalarValue::try_from_array(batch.column(0), row)?;
+                values.push(pivot::literal(&value));
+            }
+        }
+        Ok(values)
+    }
+
+    async fn plan_sql(&self, sql: &str) -> Result<LogicalPlan> {
+        let mut parsed = DFParser::parse_sql_with_dialect(sql, &DuckDbDialect {})?;
+        let statement = (parsed.pop_front())
+            .ok_or_else(|| DataFusionError::Plan(format!("cannot read {sql}")))?;
+        self.context.state().statement_to_plan(statement).await
     }
 
     /// Each path table made from its listing alone (with the virtual columns when the

@@ -14,7 +14,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use futures::TryStreamExt;
 use web_time::Instant;
 
-use super::duckdb::{dialect, samples};
+use super::duckdb::{dialect, pivot, samples};
 use super::output::{QueryOutput, QueryStream};
 use super::{index_calls, summarize, QuiverSession};
 use crate::copy::{self, CopyTarget, Destination, TextFormat, WrittenFile};
@@ -47,6 +47,7 @@ impl QuiverSession {
     pub(super) async fn run_all_but_last(&self, sql: &str) -> Result<Statement> {
         let sql = samples::rewrite_sample_clauses(&dialect::rewrite_duckdb_tokens(sql));
         let sql = dialect::rewrite_summarize(&dialect::rewrite_duckdb_copy(&sql));
+        let sql = pivot::simplified_to_standard(&sql);
         let mut statements =
             DFParser::parse_sql_with_dialect(&sql, dialect::parser_dialect(&sql).as_ref())?;
         let last = statements

@@ -335,18 +335,6 @@ fn evaluate(body: &Expr, param: &str, name: &str) -> Result<Named> {
         Named::Text(text) => Ok(text),
         Named::Truth(_) => Err(lambda_refused(expr)),
     };
-    let like = |value: &str, pattern: &str, insensitive: bool| {
-        let mut regex = String::from(if insensitive { "(?is)^" } else { "(?s)^" });
-        for c in pattern.chars() {
-            match c {
-                '%' => regex.push_str(".*"),
-                '_' => regex.push('.'),
-                c => regex.push_str(&regex::escape(&c.to_string())),
-            }
-        }
-        regex.push('$');
-        Regex::new(&regex).is_ok_and(|r| r.is_match(value))
-    };
     Ok(match body {
         Expr::Identifier(ident) if ident.value == param => Named::Text(name.to_string()),
         Expr::Value(value) => match text(&value.value) {
@@ -392,7 +380,6 @@ fn evaluate(body: &Expr, param: &str, name: &str) -> Result<Named> {
             })
         }
         Expr::Function(function) => {
-            let called = function.name.to_string().to_ascii_lowercase();
             let FunctionArguments::List(list) = &function.args else {
                 return Err(lambda_refused(body));
             };
@@ -402,21 +389,42 @@ fn evaluate(body: &Expr, param: &str, name: &str) -> Result<Named> {
                     _ => Err(lambda_refused(body)),
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let [value, probe] = args.as_slice() else {
-                return Err(lambda_refused(body));
-            };
-            Named::Truth(match called.as_str() {
-                "starts_with" | "prefix" => value.starts_with(probe.as_str()),
-                "ends_with" | "suffix" => value.ends_with(probe.as_str()),
-                "contains" => value.contains(probe.as_str()),
-                "regexp_matches" => Regex::new(probe)
-                    .map_err(|e| DataFusionError::Plan(format!("COLUMNS: {e}")))?
-                    .is_match(value),
-                _ => return Err(lambda_refused(body)),
-            })
+            let called = function.name.to_string().to_ascii_lowercase();
+            Named::Truth(called_on_text(&called, &args).ok_or_else(|| lambda_refused(body))??)
         }
         _ => return Err(lambda_refused(body)),
     })
+}
+
+/// SQL's LIKE (ILIKE when `insensitive`) of `value` against `pattern`.
+fn like(value: &str, pattern: &str, insensitive: bool) -> bool {
+    let mut regex = String::from(if insensitive { "(?is)^" } else { "(?s)^" });
+    for c in pattern.chars() {
+        match c {
+            '%' => regex.push_str(".*"),
+            '_' => regex.push('.'),
+            c => regex.push_str(&regex::escape(&c.to_string())),
+        }
+    }
+    regex.push('$');
+    Regex::new(&regex).is_ok_and(|r| r.is_match(value))
+}
+
+/// The functions a lambda may call on a name, of a text and a probe (`None`: another).
+fn called_on_text(called: &str, args: &[String]) -> Option<Result<bool>> {
+    let [value, probe] = args else {
+        return None;
+    };
+    Some(Ok(match called {
+        "starts_with" | "prefix" => value.starts_with(probe.as_str()),
+        "ends_with" | "suffix" => value.ends_with(probe.as_str()),
+        "contains" => value.contains(probe.as_str()),
+        "regexp_matches" => match Regex::new(probe) {
+            Ok(regex) => regex.is_match(value),
+            Err(e) => return Some(Err(DataFusionError::Plan(format!("COLUMNS: {e}")))),
+        },
+        _ => return None,
+    }))
 }
 
 fn lambda_refused(expr: &Expr) -> DataFusionError {

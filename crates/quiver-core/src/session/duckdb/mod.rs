@@ -1,7 +1,8 @@
 //! DuckDB's SQL as Quiver reads it, where DataFusion's differs. Text rewrites before parsing
 //! (dialect: COPY's options, SUMMARIZE, EXPLAIN COST); AST rewrites before planning
 //! (from_first: `FROM t` alone; clauses: SEMI and ANTI joins, ORDER BY ALL; columns:
-//! `COLUMNS(…)`, over the columns its FROM clause plans to; samples:
+//! `COLUMNS(…)`, over the columns its FROM clause plans to; pivot: PIVOT and UNPIVOT, in
+//! text then over the columns and values planning finds; samples:
 //! `USING SAMPLE` and `TABLESAMPLE`, in text then in the AST; function_names: DuckDB-only functions, from the table in
 //! macros; identifiers: case-insensitive names; literals: timestamps' offsets and seconds;
 //! precedence: `^` above `*`); a planner for operators (operators: `/`, `//`, `^`); and an
@@ -23,6 +24,7 @@ pub mod literals;
 mod macros;
 mod numbers;
 pub mod operators;
+pub mod pivot;
 pub mod precedence;
 pub mod row_functions;
 pub mod samples;
