@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use datafusion::error::{DataFusionError, Result};
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::{DdlStatement, LogicalPlan};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
@@ -42,11 +42,13 @@ impl QuiverSession {
     ) -> Result<(ExecutorKind, Arc<dyn ExecutionPlan>)> {
         let executor = self.executor_now()?;
         let priced = executor == ExecutorKind::Auto || self.options_now().max_dollars > 0.0;
-        // A SET, a CREATE or an EXPLAIN reads no data (EXPLAIN names its query's place).
-        let reads_data = !matches!(
-            plan,
-            LogicalPlan::Statement(_) | LogicalPlan::Ddl(_) | LogicalPlan::Explain(_)
-        );
+        // A SET, a CREATE (but CREATE TABLE AS) or an EXPLAIN reads no data (EXPLAIN names
+        // its query's place).
+        let reads_data = match &plan {
+            LogicalPlan::Statement(_) | LogicalPlan::Explain(_) => false,
+            LogicalPlan::Ddl(ddl) => matches!(ddl, DdlStatement::CreateMemoryTable(_)),
+            _ => true,
+        };
         if !priced || !reads_data {
             return Ok((executor, physical));
         }

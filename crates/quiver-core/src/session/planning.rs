@@ -162,7 +162,13 @@ impl QuiverSession {
         while let Some((index, from)) = columns::next_to_expand(statement) {
             let from: Vec<String> = from.iter().map(ToString::to_string).collect();
             let columns = self.columns_of(with, &from.join(", ")).await?;
+            let before = statement.to_string();
             columns::expand(statement, index, &columns)?;
+            if statement.to_string() == before {
+                return Err(DataFusionError::Plan(format!(
+                    "COLUMNS(…) cannot be written out here: {before}"
+                )));
+            }
         }
         Ok(())
     }

@@ -12,9 +12,9 @@ use std::ops::ControlFlow;
 
 use datafusion::error::{DataFusionError, Result};
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectNamePart,
-    OneOrManyWithParens, Select, SelectItem, SetExpr, Statement, TableWithJoins, UnaryOperator,
-    Value, VisitMut, VisitorMut,
+    visit_expressions, BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
+    Ident, ObjectNamePart, OneOrManyWithParens, Select, SelectItem, SetExpr, Statement,
+    TableWithJoins, UnaryOperator, Value, Visit, VisitMut, VisitorMut,
 };
 use regex::Regex;
 
@@ -26,7 +26,7 @@ pub type FromColumn = (Option<String>, String);
 pub fn next_to_expand(statement: &mut Statement) -> Option<(usize, Vec<TableWithJoins>)> {
     let mut found = None;
     let _ = visit_selects(statement, |index, select| {
-        let ready = uses_columns(select) && !select.from.iter().any(|t| mentions(&t.to_string()));
+        let ready = uses_columns(select) && !mentions(&select.from);
         if ready {
             found = Some((index, select.from.clone()));
             return ControlFlow::Break(());
@@ -83,16 +83,26 @@ fn visit_selects(
     statement.visit(&mut Selects(0, each))
 }
 
-fn mentions(sql: &str) -> bool {
-    sql.to_ascii_lowercase().contains("columns(")
+/// Whether `node` holds a `COLUMNS(…)` call (a string or another function that merely
+/// spells it does not count).
+fn mentions<V: Visit>(node: &V) -> bool {
+    let found = visit_expressions(node, |expr| match is_columns_call(expr) {
+        true => ControlFlow::Break(()),
+        false => ControlFlow::Continue(()),
+    });
+    found.is_break()
+}
+
+fn is_columns_call(expr: &Expr) -> bool {
+    let Expr::Function(function) = expr else {
+        return false;
+    };
+    matches!(function.name.0.as_slice(),
+        [ObjectNamePart::Identifier(name)] if name.value.eq_ignore_ascii_case("columns"))
 }
 
 fn uses_columns(select: &Select) -> bool {
-    let items = select.projection.iter().map(ToString::to_string);
-    let conditions = [&select.selection, &select.having];
-    items
-        .chain(conditions.into_iter().flatten().map(ToString::to_string))
-        .any(|sql| mentions(&sql))
+    mentions(&select.projection) || mentions(&select.selection) || mentions(&select.having)
 }
 
 fn expand_select(select: &mut Select, columns: &[FromColumn]) -> Result<()> {
@@ -280,19 +290,15 @@ fn visit_columns_calls(
     mut each: impl FnMut(&[FunctionArg], &mut Expr) -> ControlFlow<()>,
 ) -> ControlFlow<()> {
     datafusion::sql::sqlparser::ast::visit_expressions_mut(expr, |expr| {
+        if !is_columns_call(expr) {
+            return ControlFlow::Continue(());
+        }
         let Expr::Function(function) = expr else {
             return ControlFlow::Continue(());
-        };
-        let named = match function.name.0.as_slice() {
-            [ObjectNamePart::Identifier(name)] => name.value.eq_ignore_ascii_case("columns"),
-            _ => false,
         };
         let FunctionArguments::List(list) = &function.args else {
             return ControlFlow::Continue(());
         };
-        if !named {
-            return ControlFlow::Continue(());
-        }
         let args = list.args.clone();
         each(&args, expr)
     })
@@ -508,6 +514,21 @@ mod tests {
             .unwrap();
         let (index, from) = next_to_expand(&mut nested).unwrap();
         assert_eq!((index, from[0].to_string()), (1, "t".to_string()));
+    }
+
+    #[test]
+    fn a_string_or_another_function_that_spells_columns_is_left_alone() {
+        for sql in [
+            "SELECT 'columns(' FROM t",
+            "SELECT my_columns(a) FROM t",
+            "SELECT count(*) FROM duckdb_columns()",
+        ] {
+            let mut statement = Parser::new(&DuckDbDialect {})
+                .try_with_sql(sql)
+                .and_then(|mut parser| parser.parse_statement())
+                .unwrap();
+            assert!(next_to_expand(&mut statement).is_none(), "{sql}");
+        }
     }
 
     #[test]
