@@ -99,7 +99,7 @@ pub fn uses_wildcard<V: Visit>(statement: &V) -> bool {
                 matches!(
                     item,
                     SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
-                ) || item.to_string().to_ascii_lowercase().contains("columns(")
+                ) || super::duckdb::columns::uses_columns(select)
             }),
             SetExpr::SetOperation { left, right, .. } => {
                 set_has_wildcard(left) || set_has_wildcard(right)

@@ -101,7 +101,8 @@ fn is_columns_call(expr: &Expr) -> bool {
         [ObjectNamePart::Identifier(name)] if name.value.eq_ignore_ascii_case("columns"))
 }
 
-fn uses_columns(select: &Select) -> bool {
+/// Whether `select`'s items or conditions call `COLUMNS(…)`.
+pub fn uses_columns(select: &Select) -> bool {
     mentions(&select.projection) || mentions(&select.selection) || mentions(&select.having)
 }
 
