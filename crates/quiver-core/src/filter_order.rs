@@ -161,7 +161,7 @@ fn searches(conjunct: &Arc<dyn PhysicalExpr>) -> Result<Option<Arc<dyn PhysicalE
 }
 
 /// A primitive column compared with a literal, in a list of literals, or tested for null.
-fn is_cheap(conjunct: &Arc<dyn PhysicalExpr>, schema: &Schema) -> bool {
+pub(crate) fn is_cheap(conjunct: &Arc<dyn PhysicalExpr>, schema: &Schema) -> bool {
     let primitive_column = |e: &Arc<dyn PhysicalExpr>| {
         e.downcast_ref::<Column>()
             .and_then(|c| schema.fields().get(c.index()))

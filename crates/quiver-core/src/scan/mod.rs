@@ -13,6 +13,7 @@
 mod decode;
 mod field_ids;
 mod input;
+mod joins_above;
 mod late;
 mod reader;
 mod reads;
@@ -48,6 +49,7 @@ use crate::metrics::file_name;
 use crate::runtime::QuiverRuntime;
 
 pub use field_ids::{field_id, renamed as renamed_by_field_id, stored_field_id, FIELD_ID};
+pub use joins_above::JoinsAboveScans;
 pub use reads::BucketRead;
 pub use work::{ManifestCounts, ScanFile, ScanSummary};
 
@@ -77,6 +79,9 @@ pub struct BucketScanExec {
     /// The static predicate of the filter above the scan, over its output: the decoder
     /// applies it only where the projection is wide beside it (`late`). Not serialised.
     pushed_predicate: Option<Arc<dyn PhysicalExpr>>,
+    /// Whether a hash join probes this scan's rows straight away: then it has no sieve
+    /// (`joins_above`).
+    probed_by_join: bool,
 }
 
 impl BucketScanExec {
@@ -118,6 +123,7 @@ impl BucketScanExec {
             fetched: None,
             pushed_filter: None,
             pushed_predicate: None,
+            probed_by_join: false,
         })
     }
 
@@ -174,6 +180,7 @@ impl BucketScanExec {
         )?;
         scan.pushed_filter = self.pushed_filter.clone();
         scan.pushed_predicate = self.pushed_predicate.clone();
+        scan.probed_by_join = self.probed_by_join;
         Ok(scan)
     }
 
@@ -210,21 +217,31 @@ impl BucketScanExec {
         }
     }
 
-    /// Partition `partition`'s sieve over the dynamic filters pushed into the scan; none when
-    /// `datafusion.execution.parquet.pushdown_filters` is off, as the decoder then filters none.
+    /// Partition `partition`'s sieve over the dynamic filters pushed into the scan, after
+    /// the static predicate's cheap conjuncts; none where a join probes the scan's rows
+    /// straight away (`joins_above`), or when `datafusion.execution.parquet.pushdown_filters`
+    /// is off, as the decoder then filters none.
     fn sieve(&self, partition: usize, context: &TaskContext) -> Option<Arc<sieve::Sieve>> {
-        if !context
-            .session_config()
-            .options()
-            .execution
-            .parquet
-            .pushdown_filters
+        if self.probed_by_join
+            || !context
+                .session_config()
+                .options()
+                .execution
+                .parquet
+                .pushdown_filters
         {
             return None;
         }
         let filter = Arc::clone(self.pushed_filter.as_ref()?);
+        let schema = self.schema();
+        let first = self.pushed_predicate.as_ref().and_then(|predicate| {
+            let cheap = split_conjunction(predicate)
+                .into_iter()
+                .filter(|c| crate::filter_order::is_cheap(c, &schema));
+            conjunction_opt(cheap.cloned().collect::<Vec<_>>())
+        });
         let dropped = MetricBuilder::new(&self.metrics).counter("rows_sifted", partition);
-        Some(Arc::new(sieve::Sieve::new(filter, dropped)))
+        Some(Arc::new(sieve::Sieve::new(filter, first, dropped)))
     }
 
     /// The file that `bucket` reads.

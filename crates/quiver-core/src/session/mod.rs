@@ -125,6 +125,7 @@ impl QuiverSession {
             .with_default_features()
             .with_analyzer_rules(duckdb_then_default_analyzer_rules())
             .with_physical_optimizer_rule(Arc::new(crate::filter_order::CheapConjunctsFirst))
+            .with_physical_optimizer_rule(Arc::new(crate::scan::JoinsAboveScans))
             .build();
         let context = SessionContext::new_with_state(state);
         duckdb::vectors::register(&context);

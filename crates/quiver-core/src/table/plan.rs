@@ -113,8 +113,15 @@ impl QuiverTable {
                     .filter(|&rg| keep[rg])
                     .map(|rg| (rg, projected.bytes(rg)))
                     .collect();
-                let statistics =
-                    statistics::kept_row_groups(metadata, &stored, &columns.described, &keep);
+                let described = &columns.described;
+                let statistics = if keep.iter().all(|&k| k) {
+                    let all = file.footer.statistics(described, &stored, || {
+                        statistics::kept_row_groups(metadata, &stored, described, &keep)
+                    });
+                    Arc::unwrap_or_clone(all)
+                } else {
+                    statistics::kept_row_groups(metadata, &stored, described, &keep)
+                };
                 Ok(FilePlan {
                     work: FileWork {
                         file: index,
