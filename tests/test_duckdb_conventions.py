@@ -334,6 +334,38 @@ def test_duckdb_function_names_give_duckdb_answers(quiver, typed):
     assert not (typed / "out.avro").exists()
 
 
+def test_age_hash_product_and_quantiles_give_duckdb_values(quiver, typed):
+    """age() counts years, months and days as DuckDB does (over pairs of timestamps around
+    month ends, both ways); hash() gives DuckDB's own numbers for text, integers, dates and
+    NULL; product, quantile_disc and make_date of a struct are DuckDB's
+    (session/duckdb/{numbers,hashes,aggregates}.rs and macros.rs)."""
+    moments = ["2001-04-10 00:00:00", "1992-09-20 13:45:10.5", "2024-02-29 23:59:59",
+               "2024-03-31 00:00:01", "2023-01-31 12:00:00", "2024-12-01 06:30:00"]
+    pairs = [(a, b) for a in moments for b in moments]
+    sqls = [" UNION ALL ".join(
+        f"SELECT {i} AS i, age(TIMESTAMP '{a}', TIMESTAMP '{b}') AS v"
+        for i, (a, b) in enumerate(pairs)) + " ORDER BY i"]
+    sqls += [
+        "SELECT hash(name) AS a, hash(id) AS b, hash(day) AS c, hash(name, id) AS d, "
+        "hash(NULL) AS e FROM 't.parquet' ORDER BY id",
+        "SELECT product(id) AS p, product(ratio) AS r, quantile_disc(id, 0.5) AS q, "
+        "quantile_disc(ratio, 0.25) AS qr, quantile(id, 0.9) AS q9 FROM 't.parquet'",
+        "SELECT make_date({'year': 2024, 'month': 11, 'day': 14}) AS d",
+    ]
+    for sql in sqls:
+        ours, error = duckdb_functions.quivers_answer(quiver.path, sql, cwd=typed)
+        assert error is None, (sql, error)
+        here = os.getcwd()
+        os.chdir(typed)
+        try:
+            theirs = duckdb.connect().sql(sql).fetchall()
+        finally:
+            os.chdir(here)
+        assert len(ours) == len(theirs), sql
+        for o, t in zip(ours, theirs):
+            assert duckdb_functions.same(list(o), list(t)), (sql, o, t)
+
+
 def test_copy_writes_csv_and_json_as_duckdb_does(quiver, typed):
     """The format by the extension or FORMAT, DuckDB's HEADER and DELIMITER, JSON one object
     per line: the same bytes as DuckDB writes."""
@@ -383,7 +415,9 @@ def test_duckdb_function_examples_only_get_better(quiver):
     different = {example for _, example, verdict, _ in results
                  if verdict == duckdb_functions.DIFFERENT}
     assert not different, sorted(different)
-    assert tally[duckdb_functions.SAME] >= 414, dict(tally)
+    assert tally[duckdb_functions.SAME] >= 420, dict(tally)
+    share, ran = duckdb_functions.most_used(results)
+    assert share >= 0.9, f"{share:.0%} of {ran} examples of the most used functions"
 
 
 def test_arg_max_and_operators_duckdb_reads_otherwise(quiver, typed):
@@ -411,6 +445,32 @@ def test_semi_and_anti_joins_and_order_by_all(quiver, typed):
                 "SELECT small, name FROM 't.parquet' ORDER BY small DESC, name"]:
         header, rows = quiver.csv(sql, cwd=typed)
         assert (header, rows) == duck(sql, typed), sql
+
+
+def test_asof_joins_pair_each_row_with_its_nearest_match_as_duckdb_does(quiver, tmp_path):
+    """`ASOF [LEFT] JOIN … ON keys AND one inequality` (session/duckdb/asof.rs): each trade
+    with the latest price of its symbol at or before it (`>=`, `>`), or the earliest at or
+    after it (`<=`), none where there is none (LEFT keeps the trade); equal to DuckDB."""
+    trades = pa.table({"sym": ["a", "a", "b", "b", "c"], "ts": [5, 10, 3, 8, 1],
+                       "qty": [1, 2, 3, 4, 5]})
+    prices = pa.table({"sym": ["a", "a", "a", "b", "b"], "ts": [1, 5, 9, 4, 9],
+                       "price": [1.0, 1.5, 2.0, 7.0, 8.0]})
+    pq.write_table(trades, tmp_path / "trades.parquet")
+    pq.write_table(prices, tmp_path / "prices.parquet")
+    for sql in [
+        "SELECT t.sym, t.ts, p.ts AS at, price FROM 'trades.parquet' t ASOF JOIN "
+        "'prices.parquet' p ON t.sym = p.sym AND t.ts >= p.ts ORDER BY ALL",
+        "SELECT t.sym, t.ts, p.ts AS at, price FROM 'trades.parquet' t ASOF LEFT JOIN "
+        "'prices.parquet' p ON t.sym = p.sym AND t.ts > p.ts ORDER BY ALL",
+        "SELECT t.sym, t.ts, p.ts AS at, qty * price AS v FROM 'trades.parquet' t "
+        "ASOF LEFT JOIN 'prices.parquet' p ON p.sym = t.sym AND p.ts >= t.ts ORDER BY ALL",
+        "SELECT count(*) AS n, sum(price) AS s FROM 'trades.parquet' t ASOF JOIN "
+        "(SELECT * FROM 'prices.parquet' WHERE price < 8) p ON t.sym = p.sym AND t.ts >= p.ts",
+    ]:
+        assert quiver.csv(sql, cwd=tmp_path) == duck(sql, tmp_path), sql
+    error = quiver.run("query", "SELECT * FROM 'trades.parquet' t ASOF JOIN 'prices.parquet' p "
+                       "ON t.sym = p.sym", cwd=tmp_path).stderr
+    assert "exactly one inequality" in error and "panic" not in error, error
 
 
 def test_columns_picks_the_columns_its_selector_names_as_duckdb_does(quiver, tmp_path):

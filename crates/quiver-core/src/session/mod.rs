@@ -129,12 +129,14 @@ impl QuiverSession {
             .build();
         let context = SessionContext::new_with_state(state);
         duckdb::vectors::register(&context);
+        duckdb::aggregates::register(&context);
         for functions in [
             duckdb::TEXT,
             duckdb::NUMBERS,
             duckdb::BYTES,
             duckdb::LISTS,
             duckdb::STRUCTS,
+            duckdb::HASHES,
         ] {
             duckdb::row_functions::register(&context, functions);
         }

@@ -21,7 +21,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 
 use super::duckdb::identifiers::{self, Spellings};
 use super::duckdb::{
-    clauses, columns, from_first, function_names, literals, pivot, precedence, samples,
+    asof, clauses, columns, from_first, function_names, literals, pivot, precedence, samples,
 };
 use super::listing_only::answers_from_listing;
 use super::relations::{self, path_tables, uses_wildcard, PathTable};
@@ -49,6 +49,7 @@ impl QuiverSession {
             relations::describe_path_as_query(inner);
             from_first::select_star_when_from_first(inner);
             clauses::duckdb_clauses(inner);
+            asof::marked_joins(inner)?;
             order_all = clauses::take_order_by_all(inner.as_mut());
             literals::duckdb_timestamp_literals(inner);
             literals::duckdb_blob_literals(inner);
@@ -61,7 +62,10 @@ impl QuiverSession {
             function_names::expand_duckdb_functions(inner);
         }
         let found = self.path_tables_of(&statement)?;
-        let planned = self.plan_with_path_tables(&statement, &found).await;
+        let planned = self
+            .plan_with_path_tables(&statement, &found)
+            .await
+            .and_then(asof::nearest_matches);
         self.tables.clear();
         match order_all {
             Some(order) => order.apply(planned?),

@@ -105,17 +105,25 @@ pub fn rewrite_duckdb_copy(sql: &str) -> String {
 }
 
 /// DuckDB's tokens that DataFusion's parser lacks: `16_000` (digits grouped by `_`) is
-/// 16000, `2 ** 3` is `2 ^ 3` (power, as `^` is here), and `4!` is `factorial(4)`. Other
-/// SQL passes through unchanged, as written.
+/// 16000, `2 ** 3` is `2 ^ 3` (power, as `^` is here), `4!` is `factorial(4)`, and an
+/// `ASOF [LEFT] JOIN` is in the words sqlparser reads (see `asof`). Other SQL passes through
+/// unchanged, as written.
 pub fn rewrite_duckdb_tokens(sql: &str) -> String {
-    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
+    let Ok(mut tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
         return sql.to_string();
     };
-    let duckdb_only = tokens.windows(2).any(|pair| match pair {
-        [Token::Number(..), Token::Word(w)] => w.quote_style.is_none() && w.value.starts_with('_'),
-        [Token::Mul, Token::Mul] | [Token::Number(..), Token::ExclamationMark] => true,
-        _ => false,
-    });
+    let asof = super::asof::written(&tokens);
+    if asof {
+        tokens = super::asof::for_the_parser(tokens);
+    }
+    let duckdb_only = asof
+        || tokens.windows(2).any(|pair| match pair {
+            [Token::Number(..), Token::Word(w)] => {
+                w.quote_style.is_none() && w.value.starts_with('_')
+            }
+            [Token::Mul, Token::Mul] | [Token::Number(..), Token::ExclamationMark] => true,
+            _ => false,
+        });
     if !duckdb_only {
         return sql.to_string();
     }

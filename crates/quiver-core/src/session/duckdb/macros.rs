@@ -241,6 +241,13 @@ pub const MACROS: &[(&str, Option<usize>, &str)] = &[
     ("list_reverse_sort", Some(1), "array_sort($1, 'DESC', 'NULLS LAST')"),
     ("array_reverse_sort", Some(1), "array_sort($1, 'DESC', 'NULLS LAST')"),
     ("struct_extract", Some(2), "get_field($1, $2)"),
+    // `make_date` of one argument takes a struct of a date's parts.
+    (
+        "make_date",
+        Some(1),
+        "make_date(CAST(get_field($1, 'year') AS INT), CAST(get_field($1, 'month') AS INT), \
+         CAST(get_field($1, 'day') AS INT))",
+    ),
     ("map_extract_value", Some(2), "map_extract($1, $2)[1]"),
     ("map_contains", Some(2), "cardinality(map_extract($1, $2)) > 0"),
     // Aggregates.
@@ -251,6 +258,19 @@ pub const MACROS: &[(&str, Option<usize>, &str)] = &[
     ("approx_count_distinct", Some(1), "approx_distinct($1)"),
     ("approx_quantile", Some(2), "approx_percentile_cont($2) WITHIN GROUP (ORDER BY $1)"),
     ("quantile_cont", Some(2), "percentile_cont($2) WITHIN GROUP (ORDER BY $1)"),
+    // The value at position ceil(n * p) (from 1) of the n sorted non-NULL values, as DuckDB's.
+    (
+        "quantile_disc",
+        Some(2),
+        "array_element(array_sort(array_agg($1) FILTER (WHERE $1 IS NOT NULL)), \
+         greatest(CAST(ceil(count($1) * CAST($2 AS DOUBLE)) AS BIGINT), 1))",
+    ),
+    (
+        "quantile",
+        Some(2),
+        "array_element(array_sort(array_agg($1) FILTER (WHERE $1 IS NOT NULL)), \
+         greatest(CAST(ceil(count($1) * CAST($2 AS DOUBLE)) AS BIGINT), 1))",
+    ),
     ("favg", Some(1), "avg(CAST($1 AS DOUBLE))"),
     ("fsum", Some(1), "sum(CAST($1 AS DOUBLE))"),
     ("kahan_sum", Some(1), "sum(CAST($1 AS DOUBLE))"),

@@ -1,6 +1,7 @@
 //! DuckDB's SQL as Quiver reads it, where DataFusion's differs. Text rewrites before parsing
 //! (dialect: COPY's options, SUMMARIZE, EXPLAIN COST); AST rewrites before planning
-//! (from_first: `FROM t` alone; clauses: SEMI and ANTI joins, ORDER BY ALL; columns:
+//! (from_first: `FROM t` alone; clauses: SEMI and ANTI joins, ORDER BY ALL; asof: ASOF
+//! joins, in text, then in the AST, then in the plan; columns:
 //! `COLUMNS(…)`, over the columns its FROM clause plans to; pivot: PIVOT and UNPIVOT, in
 //! text then over the columns and values planning finds; samples:
 //! `USING SAMPLE` and `TABLESAMPLE`, in text then in the AST; function_names: DuckDB-only functions, from the table in
@@ -8,16 +9,20 @@
 //! precedence: `^` above `*`); a planner for operators (operators: `/`, `//`, `^`); and an
 //! analyzer rule for what depends on types (typed: casts to integers round, `length` and
 //! `concat` of lists); and functions DataFusion lacks (vectors: dot products, cosines; and
-//! row_functions, which text, numbers, bytes and lists fill: distances, graphemes, paths,
-//! printf, hex and base64, list positions and masks, struct fields).
+//! row_functions, which text, numbers, bytes, lists and hashes fill: distances, graphemes,
+//! paths, printf, hex and base64, list positions and masks, struct fields, DuckDB's hash;
+//! aggregates: product).
 //! What differs, and why DuckDB's meaning wins, is listed in docs/decisions.md.
 
+pub mod aggregates;
+pub mod asof;
 mod bytes;
 pub mod clauses;
 pub mod columns;
 pub mod dialect;
 pub mod from_first;
 pub mod function_names;
+mod hashes;
 pub mod identifiers;
 mod lists;
 pub mod literals;
@@ -34,6 +39,7 @@ pub mod typed;
 pub mod vectors;
 
 pub use bytes::BYTES;
+pub use hashes::HASHES;
 pub use lists::LISTS;
 pub use numbers::NUMBERS;
 pub use structs::STRUCTS;

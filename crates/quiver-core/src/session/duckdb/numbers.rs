@@ -1,10 +1,12 @@
 //! DuckDB's number and time functions that DataFusion lacks: bits and bases, banker's
 //! rounding, the gamma function, the next float, byte counts as people write them, a value's
-//! SQL type, the time inside a UUIDv7 and a time of day from its parts.
+//! SQL type, the time inside a UUIDv7, a time of day from its parts, and the age between two
+//! timestamps in years, months and days.
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{DataType, TimeUnit};
+use chrono::{Datelike, Months, NaiveDate, NaiveDateTime, NaiveTime, Timelike};
+use datafusion::arrow::datatypes::{DataType, IntervalMonthDayNano, IntervalUnit, TimeUnit};
 use datafusion::common::{exec_err, Result, ScalarValue};
 
 use super::row_functions::{float, int, returns, text, utf8, value_text, RowFunction};
@@ -145,7 +147,80 @@ pub const NUMBERS: &[RowFunction] = &[
         },
         strict: true,
     },
+    RowFunction {
+        names: &["age"],
+        arity: 1..=2,
+        returns: returns!(DataType::Interval(IntervalUnit::MonthDayNano)),
+        eval: |a| {
+            let later = match a.get(1) {
+                Some(_) => moment(&a[0])?,
+                // One argument: the age at today's midnight (UTC, the session's zone).
+                None => chrono::Utc::now().date_naive().and_time(NaiveTime::MIN),
+            };
+            let earlier = moment(a.last().expect("one argument at least"))?;
+            let (months, days, micros) = age(later, earlier);
+            Ok(ScalarValue::IntervalMonthDayNano(Some(
+                IntervalMonthDayNano::new(months, days, micros * 1_000),
+            )))
+        },
+        strict: true,
+    },
 ];
+
+/// A DATE or TIMESTAMP as a moment without a zone.
+fn moment(value: &ScalarValue) -> Result<NaiveDateTime> {
+    let micros = match value.cast_to(&DataType::Timestamp(TimeUnit::Microsecond, None))? {
+        ScalarValue::TimestampMicrosecond(Some(micros), _) => micros,
+        other => return exec_err!("age: expected a timestamp, got {other}"),
+    };
+    match chrono::DateTime::from_timestamp_micros(micros) {
+        Some(moment) => Ok(moment.naive_utc()),
+        None => exec_err!("age: {micros} microseconds is out of range"),
+    }
+}
+
+/// The interval from `earlier` to `later` as DuckDB (and PostgreSQL) counts it: field by
+/// field, each field short of zero borrowing from the next larger (a day borrows the length
+/// of a month: the later moment's month before it when the result is negative, the earlier
+/// moment's else), as (months, days, microseconds).
+fn age(later: NaiveDateTime, earlier: NaiveDateTime) -> (i32, i32, i64) {
+    let negative = later < earlier;
+    let sign = if negative { -1 } else { 1 };
+    let field = |l: i64, e: i64| sign * (l - e);
+    let mut years = field(later.year() as i64, earlier.year() as i64);
+    let mut months = field(later.month() as i64, earlier.month() as i64);
+    let mut days = field(later.day() as i64, earlier.day() as i64);
+    let time = |t: &NaiveDateTime| {
+        (t.num_seconds_from_midnight() as i64) * 1_000_000 + (t.nanosecond() / 1_000) as i64
+    };
+    let mut micros = field(time(&later), time(&earlier));
+    if micros < 0 {
+        micros += 86_400_000_000;
+        days -= 1;
+    }
+    let borrowed = if negative { later } else { earlier };
+    while days < 0 {
+        days += days_in_month(borrowed.year(), borrowed.month());
+        months -= 1;
+    }
+    while months < 0 {
+        months += 12;
+        years -= 1;
+    }
+    (
+        (sign * (years * 12 + months)) as i32,
+        (sign * days) as i32,
+        sign * micros,
+    )
+}
+
+fn days_in_month(year: i32, month: u32) -> i64 {
+    let first = NaiveDate::from_ymd_opt(year, month, 1).expect("a month of a real date");
+    let next = first
+        .checked_add_months(Months::new(1))
+        .expect("a month after it");
+    (next - first).num_days()
+}
 
 /// The bits set in an integer of its own width (a negative INTEGER has 32 bits to count).
 fn ones(value: &ScalarValue) -> Result<u32> {
