@@ -84,24 +84,7 @@ impl QuiverSession {
     /// A session over an existing runtime: its caches (footers, blocks, connections) are
     /// shared, its catalog (views) and settings are its own. A server makes one per request.
     pub fn with_runtime(options: SessionOptions, runtime: Arc<QuiverRuntime>) -> Result<Self> {
-        let config = SessionConfig::new()
-            .with_target_partitions(options.threads.max(1))
-            .with_information_schema(true)
-            // Filters pushed into the scan filter rows as the decoder reads them (see
-            // `pushdown`); DataFusion's own default is off.
-            .set_bool("datafusion.execution.parquet.pushdown_filters", true)
-            // `2.5` is a DECIMAL, as in DuckDB (so `CAST(2.5 AS INT)` rounds as DuckDB's does,
-            // and `price < 2.5` compares decimals); DataFusion's default reads a DOUBLE.
-            .set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
-            // NULLs last in both directions, as DuckDB sorts (DataFusion's: first in DESC).
-            .set_str("datafusion.sql_parser.default_null_ordering", "nulls_last")
-            // Natively DataFusion spreads a scan of fewer partitions than threads (a small
-            // table is one bucket) over every thread, as it does for its own scan. Fragments
-            // are cut below the first exchange, so there a round-robin exchange above the
-            // scan would cut every fragment down to a bare scan: buckets are their parallelism.
-            .with_round_robin_repartition(options.executor == ExecutorKind::DataFusion)
-            .with_extension(Arc::clone(&runtime))
-            .with_option_extension(QuiverOptions::default());
+        let config = session_config(&options, &runtime);
         let memory_limit = memory::default_limit();
         // Process-wide: a small function's default limit purges at once from the start.
         #[cfg(not(target_arch = "wasm32"))]
@@ -128,18 +111,7 @@ impl QuiverSession {
             .with_physical_optimizer_rule(Arc::new(crate::scan::JoinsAboveScans))
             .build();
         let context = SessionContext::new_with_state(state);
-        duckdb::vectors::register(&context);
-        duckdb::aggregates::register(&context);
-        for functions in [
-            duckdb::TEXT,
-            duckdb::NUMBERS,
-            duckdb::BYTES,
-            duckdb::LISTS,
-            duckdb::STRUCTS,
-            duckdb::HASHES,
-        ] {
-            duckdb::row_functions::register(&context, functions);
-        }
+        register_duckdb_functions(&context);
         // Our scan hands DataFusion bytes already fetched, yet DataFusion still looks up the
         // store of its URL (file:///), which the browser build has none of.
         #[cfg(target_arch = "wasm32")]
@@ -280,4 +252,42 @@ fn duckdb_then_default_analyzer_rules(
         vec![Arc::new(duckdb::typed::DuckDbTypedMeanings)];
     rules.extend(datafusion::optimizer::Analyzer::new().rules);
     rules
+}
+
+/// DataFusion's settings as Quiver runs them (DuckDB's habits, filters pushed into scans).
+fn session_config(options: &SessionOptions, runtime: &Arc<QuiverRuntime>) -> SessionConfig {
+    SessionConfig::new()
+        .with_target_partitions(options.threads.max(1))
+        .with_information_schema(true)
+        // Filters pushed into the scan filter rows as the decoder reads them (see
+        // `pushdown`); DataFusion's own default is off.
+        .set_bool("datafusion.execution.parquet.pushdown_filters", true)
+        // `2.5` is a DECIMAL, as in DuckDB (so `CAST(2.5 AS INT)` rounds as DuckDB's does,
+        // and `price < 2.5` compares decimals); DataFusion's default reads a DOUBLE.
+        .set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
+        // NULLs last in both directions, as DuckDB sorts (DataFusion's: first in DESC).
+        .set_str("datafusion.sql_parser.default_null_ordering", "nulls_last")
+        // Natively DataFusion spreads a scan of fewer partitions than threads (a small
+        // table is one bucket) over every thread, as it does for its own scan. Fragments
+        // are cut below the first exchange, so there a round-robin exchange above the
+        // scan would cut every fragment down to a bare scan: buckets are their parallelism.
+        .with_round_robin_repartition(options.executor == ExecutorKind::DataFusion)
+        .with_extension(Arc::clone(runtime))
+        .with_option_extension(QuiverOptions::default())
+}
+
+/// DuckDB's functions that DataFusion lacks or names otherwise.
+fn register_duckdb_functions(context: &SessionContext) {
+    duckdb::vectors::register(context);
+    duckdb::aggregates::register(context);
+    for functions in [
+        duckdb::TEXT,
+        duckdb::NUMBERS,
+        duckdb::BYTES,
+        duckdb::LISTS,
+        duckdb::STRUCTS,
+        duckdb::HASHES,
+    ] {
+        duckdb::row_functions::register(context, functions);
+    }
 }
