@@ -100,7 +100,11 @@ def quivers_answer(quiver_bin, sql, cwd=None):
         error = proc.stderr.decode(errors="replace").strip().splitlines()
         return None, (error[0] if error else f"exit {proc.returncode}")
     table = pa.ipc.open_file(pa.BufferReader(proc.stdout)).read_all()
-    return [tuple(row.values()) for row in table.to_pylist()], None
+    try:
+        return [tuple(row.values()) for row in table.to_pylist()], None
+    except (OverflowError, ValueError) as e:  # a timestamp past Python's year 9999
+        return None, f"the answer does not convert to Python values ({e})"
+
 
 
 def as_duckdb_interval(value):

@@ -5,13 +5,16 @@
 //! first read is exactly the footer.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::common::Statistics;
+use futures::future::{BoxFuture, FutureExt};
+use parquet::arrow::async_reader::MetadataFetch;
 use parquet::arrow::parquet_to_arrow_schema;
-use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 use tokio::sync::OnceCell;
 
 use crate::error::{QuiverError, Result};
@@ -46,6 +49,9 @@ pub struct Footer {
     /// What its row groups, all of them, say of the columns a statement read, as the planner
     /// gets them (`statistics`), by those columns and the schema they were read with.
     statistics: Mutex<Vec<(SchemaRef, SchemaRef, Arc<Statistics>)>>,
+    /// The footer with its page index (column and offset indexes), read on first ask;
+    /// `None` where the file has none that can be read (see `with_page_index`).
+    page_index: OnceCell<Option<Arc<ParquetMetaData>>>,
 }
 
 /// Statistics kept per footer: a few projections (a session's queries over one table).
@@ -90,6 +96,30 @@ impl Footer {
         computed
     }
 
+    /// This footer with the file's page index (each page's min/max and where it lies), read
+    /// from `reader` the first time a scan asks, in one request (often none: the index
+    /// lies just before the footer, in the tail the footer was read with). `None` where
+    /// the file has no page index, or one whose place or bytes are not sound: pages are
+    /// then not pruned, and nothing else changes.
+    pub async fn with_page_index(&self, reader: &ObjectReader) -> Option<Arc<ParquetMetaData>> {
+        let load = || async {
+            let range = page_index_range(&self.metadata, reader.object.size)?;
+            let lane = format!("{} page index", file_name(&reader.object.path));
+            let bytes = (reader
+                .read_kept(range.clone(), SpanKind::Footer, &lane)
+                .await)
+                .ok()?;
+            let mut loader = ParquetMetaDataReader::new_with_metadata((*self.metadata).clone())
+                .with_page_index_policy(PageIndexPolicy::Optional);
+            loader
+                .load_page_index(Held(range.start, bytes))
+                .await
+                .ok()?;
+            loader.finish().ok().map(Arc::new)
+        };
+        self.page_index.get_or_init(load).await.clone()
+    }
+
     /// The Arrow schema it describes (see `arrow_schema`), mapped once per footer.
     pub fn arrow_schema(&self, path: &str) -> Result<SchemaRef> {
         let mapped = self.schema.get_or_init(|| {
@@ -132,6 +162,7 @@ impl FooterCache {
                         schema: OnceLock::new(),
                         plain: OnceLock::new(),
                         statistics: Mutex::default(),
+                        page_index: OnceCell::new(),
                     }))
                 }
             })
@@ -147,6 +178,44 @@ impl FooterCache {
         let key = (meta.path.clone(), meta.version.clone());
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries.get(&key)?.get().map(|footer| footer.encoded_len)
+    }
+}
+
+/// Where a file's page index lies (its column and offset indexes, together), if every
+/// column chunk has both and the span lies inside the file's `size` and under 64 MiB: a
+/// hostile footer cannot make a scan ask for bytes past the end, or for gigabytes.
+fn page_index_range(metadata: &ParquetMetaData, size: u64) -> Option<Range<u64>> {
+    const MOST: u64 = 64 << 20;
+    let mut span: Option<Range<u64>> = None;
+    for chunk in metadata.row_groups().iter().flat_map(|g| g.columns()) {
+        let column = (chunk.column_index_offset()?, chunk.column_index_length()?);
+        let offset = (chunk.offset_index_offset()?, chunk.offset_index_length()?);
+        for (start, length) in [column, offset] {
+            let start = u64::try_from(start).ok()?;
+            let end = start.checked_add(u64::try_from(length).ok()?)?;
+            span = Some(match span {
+                Some(s) => s.start.min(start)..s.end.max(end),
+                None => start..end,
+            });
+        }
+    }
+    span.filter(|s| s.end <= size && s.end - s.start <= MOST && s.start < s.end)
+}
+
+/// The page index's bytes, read already, served to Parquet's loader.
+struct Held(u64, Bytes);
+
+impl MetadataFetch for Held {
+    fn fetch(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        let (start, end) = (range.start - self.0, range.end - self.0);
+        let held =
+            (end as usize <= self.1.len()).then(|| self.1.slice(start as usize..end as usize));
+        async move {
+            held.ok_or_else(|| {
+                parquet::errors::ParquetError::General("outside the page index".into())
+            })
+        }
+        .boxed()
     }
 }
 

@@ -116,12 +116,32 @@ pub fn prunable(
     output: &Schema,
     files: &Schema,
 ) -> Result<Option<Arc<dyn PhysicalExpr>>> {
+    on_files(predicate, output, files, false)
+}
+
+/// `prunable`, with `predicate`'s static conjuncts kept too: a page index, which the
+/// planner's pruning by row groups never saw, can rule out pages by them.
+pub fn prunable_with_static(
+    predicate: &Arc<dyn PhysicalExpr>,
+    output: &Schema,
+    files: &Schema,
+) -> Result<Option<Arc<dyn PhysicalExpr>>> {
+    on_files(predicate, output, files, true)
+}
+
+fn on_files(
+    predicate: &Arc<dyn PhysicalExpr>,
+    output: &Schema,
+    files: &Schema,
+    with_static: bool,
+) -> Result<Option<Arc<dyn PhysicalExpr>>> {
     let mut kept = Vec::new();
     for conjunct in split_conjunction(predicate) {
-        if !is_dynamic(conjunct) {
-            continue;
-        }
-        let now = loosened(snapshot(conjunct)?)?;
+        let now = match is_dynamic(conjunct) {
+            true => loosened(snapshot(conjunct)?)?,
+            false if with_static => Arc::clone(conjunct),
+            false => continue,
+        };
         let columns = collect_columns(&now);
         let on_files = columns.iter().all(|c| {
             files.field_with_name(c.name()).is_ok() && output.field_with_name(c.name()).is_ok()

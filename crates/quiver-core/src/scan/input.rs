@@ -14,6 +14,7 @@ use datafusion::error::{DataFusionError, Result};
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use parquet::file::metadata::ParquetMetaData;
 
+use super::pages::Pages;
 use super::stream::ScanCounters;
 use super::{BucketScanExec, ScanFile};
 use crate::bucket::Bucket;
@@ -79,7 +80,24 @@ impl BucketScanExec {
         if let Some(counters) = counters {
             counters.row_groups_pruned_dynamic.add(pruned);
         }
-        let ranges = self.bucket_ranges(file, &opened, bucket)?;
+        // Fixed-length decimals converted by `fixed_decimals`, where the table allows; pages
+        // are pruned where they are not (the decoder then reads the footer as written).
+        let plain = opened.footer.plain_decimals();
+        let file_schema = plain
+            .as_ref()
+            .and_then(|p| p.file_schema(&self.file_schema()));
+        let pages = match &file_schema {
+            None => self.pages_needed(&opened, bucket).await?,
+            Some(_) => None,
+        };
+        let bucket = &match &pages {
+            Some(pages) => pages.left_of(bucket),
+            None => bucket.clone(),
+        };
+        if let (Some(pages), Some(counters)) = (&pages, counters) {
+            counters.page_rows_skipped.add(pages.rows_skipped());
+        }
+        let ranges = self.bucket_ranges(file, &opened, bucket, pages.as_ref())?;
         let lane = self.lane(bucket);
         let reader = &opened.reader;
         let (fetched, on_demand) = match counters.filter(|_| reader.source.reads_on_demand()) {
@@ -97,27 +115,10 @@ impl BucketScanExec {
             }
         };
         let metadata = opened.metadata();
-        let mut access = ParquetAccessPlan::new_none(metadata.num_row_groups());
-        for &rg in &bucket.row_groups {
-            if rg >= metadata.num_row_groups() {
-                return Err(DataFusionError::Plan(format!(
-                    "{}: bucket names row group {rg} of {}",
-                    file.meta.path,
-                    metadata.num_row_groups()
-                )));
-            }
-            access.scan(rg);
-            if let Some(deleted) = &file.deleted_rows {
-                access.scan_selection(rg, kept_rows(metadata, rg, deleted));
-            }
-        }
-        // Fixed-length decimals converted by `fixed_decimals`, where the table allows.
-        let plain = opened.footer.plain_decimals();
-        let file_schema = plain
-            .as_ref()
-            .and_then(|p| p.file_schema(&self.file_schema()));
-        let metadata = match (&plain, &file_schema) {
-            (Some(plain), Some(_)) => Arc::clone(&plain.metadata),
+        let access = access_plan(file, metadata, bucket, pages.as_ref())?;
+        let metadata = match (&plain, &file_schema, &pages) {
+            (Some(plain), Some(_), _) => Arc::clone(&plain.metadata),
+            (_, _, Some(pages)) => Arc::clone(&pages.metadata),
             _ => Arc::clone(metadata),
         };
         let meta = &file.meta;
@@ -146,6 +147,34 @@ impl BucketScanExec {
             })
             .collect()
     }
+}
+
+/// Which rows of `file` (`metadata`) the decoder reads: `bucket`'s row groups, less the
+/// rows deleted since the file was written and those of the pages `pages` ruled out.
+fn access_plan(
+    file: &ScanFile,
+    metadata: &ParquetMetaData,
+    bucket: &Bucket,
+    pages: Option<&Pages>,
+) -> Result<ParquetAccessPlan> {
+    let mut access = ParquetAccessPlan::new_none(metadata.num_row_groups());
+    for &rg in &bucket.row_groups {
+        if rg >= metadata.num_row_groups() {
+            return Err(DataFusionError::Plan(format!(
+                "{}: bucket names row group {rg} of {}",
+                file.meta.path,
+                metadata.num_row_groups()
+            )));
+        }
+        access.scan(rg);
+        if let Some(deleted) = &file.deleted_rows {
+            access.scan_selection(rg, kept_rows(metadata, rg, deleted));
+        }
+        if let Some(selection) = pages.and_then(|p| p.selection(rg)) {
+            access.scan_selection(rg, selection.clone());
+        }
+    }
+    Ok(access)
 }
 
 /// The rows of row group `rg` that `deleted` (sorted positions in the file) leaves.

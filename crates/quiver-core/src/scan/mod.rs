@@ -15,6 +15,7 @@ mod field_ids;
 mod input;
 mod joins_above;
 mod late;
+mod pages;
 mod reader;
 mod reads;
 mod sieve;

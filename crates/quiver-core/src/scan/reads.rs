@@ -9,6 +9,7 @@ use datafusion::error::Result;
 use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
 use datafusion::physical_plan::ExecutionPlan;
 
+use super::pages::Pages;
 use super::{BucketScanExec, ScanFile};
 use crate::bucket::Bucket;
 use crate::fetch::ProjectedColumns;
@@ -40,7 +41,7 @@ impl BucketScanExec {
             };
             let opened = runtime.open(&file.meta, file.footer_len).await?;
             reads.push(BucketRead {
-                ranges: self.bucket_ranges(file, &opened, bucket)?,
+                ranges: self.bucket_ranges(file, &opened, bucket, None)?,
                 meta: file.meta.clone(),
                 cached: opened.reader.source.keeps_blocks(),
                 planned: bucket.bytes,
@@ -79,14 +80,31 @@ impl BucketScanExec {
         })
     }
 
-    /// The byte ranges of `bucket`'s projected column chunks in `file` (`opened`), sorted.
+    /// The byte ranges of `bucket`'s projected column chunks in `file` (`opened`), sorted:
+    /// of the row groups whose pages `pages` ruled out in part, only the pages left.
     pub(super) fn bucket_ranges(
         &self,
         file: &ScanFile,
         opened: &ParquetFile,
         bucket: &Bucket,
+        pages: Option<&Pages>,
     ) -> Result<Vec<Range<u64>>> {
-        Ok(self.columns_in(file, opened)?.ranges(&bucket.row_groups))
+        let columns = self.columns_in(file, opened)?;
+        let Some(pages) = pages else {
+            return Ok(columns.ranges(&bucket.row_groups));
+        };
+        let mut ranges: Vec<Range<u64>> = bucket
+            .row_groups
+            .iter()
+            .flat_map(|&rg| {
+                pages
+                    .ranges(rg, columns.leaves())
+                    .unwrap_or_else(|| columns.ranges(&[rg]))
+            })
+            .filter(|r| r.end > r.start)
+            .collect();
+        ranges.sort_by_key(|r| r.start);
+        Ok(ranges)
     }
 
     /// The projected file columns as `file`'s Parquet leaves: the planner's (which read

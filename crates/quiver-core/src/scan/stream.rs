@@ -307,6 +307,8 @@ pub(super) struct ScanCounters {
     pub disk_cache_hit_bytes: Count,
     /// Row groups a dynamic filter ruled out when their bucket opened.
     pub row_groups_pruned_dynamic: Count,
+    /// Rows of pages the page index ruled out when their bucket opened (see `pages`).
+    pub page_rows_skipped: Count,
 }
 
 impl ScanCounters {
@@ -318,6 +320,7 @@ impl ScanCounters {
             cache_hit_bytes: counter("cache_hit_bytes"),
             disk_cache_hit_bytes: counter("disk_cache_hit_bytes"),
             row_groups_pruned_dynamic: counter("row_groups_pruned_dynamic"),
+            page_rows_skipped: counter("page_rows_skipped"),
         }
     }
 

@@ -45,7 +45,7 @@ impl QuiverSession {
     /// Runs every statement of `sql` but the last, which it returns, parsed in DuckDB's
     /// words.
     pub(super) async fn run_all_but_last(&self, sql: &str) -> Result<Statement> {
-        let sql = samples::rewrite_sample_clauses(&dialect::rewrite_duckdb_tokens(sql));
+        let sql = samples::rewrite_sample_clauses(&dialect::rewrite_duckdb_tokens(sql)?);
         let sql = dialect::rewrite_summarize(&dialect::rewrite_duckdb_copy(&sql));
         let sql = pivot::simplified_to_standard(&sql);
         let mut statements =

@@ -44,6 +44,26 @@ pub fn written(tokens: &[Token]) -> bool {
     tokens.iter().any(|t| is_word(t, "asof"))
 }
 
+/// Refuses DuckDB's `POSITIONAL JOIN`, which pairs rows by their place in each table: Quiver's
+/// scans read a file's buckets in parallel and keep no row's place, so it says what to write
+/// instead (the parser alone would say "found: POSITIONAL").
+pub fn refuse_positional(tokens: &[Token]) -> Result<()> {
+    let written = tokens.iter().enumerate().any(|(i, token)| {
+        is_word(token, "positional")
+            && tokens
+                .get(solid(tokens, i + 1))
+                .is_some_and(|t| is_word(t, "join"))
+    });
+    match written {
+        true => plan_err!(
+            "POSITIONAL JOIN is not supported: Quiver reads a table's parts in parallel and \
+             keeps no row's position. Join on a key, or number each side with \
+             row_number() OVER (ORDER BY …) and join on the numbers"
+        ),
+        false => Ok(()),
+    }
+}
+
 /// `tokens` with each `ASOF [LEFT [OUTER]] JOIN r ON|USING …` as
 /// `ASOF JOIN r MATCH_CONDITION ('inner'|'left') ON|USING …` (step 1).
 pub fn for_the_parser(tokens: Vec<Token>) -> Vec<Token> {
@@ -321,5 +341,17 @@ mod tests {
             .remove(0);
         let error = marked_joins(&mut statement).unwrap_err().to_string();
         assert!(error.contains("needs ON"), "{error}");
+    }
+
+    #[test]
+    fn a_positional_join_is_refused_with_what_to_write_instead() {
+        let tokens = |sql: &str| Tokenizer::new(&GenericDialect {}, sql).tokenize().unwrap();
+        let refused = refuse_positional(&tokens("SELECT * FROM a POSITIONAL  JOIN b"));
+        assert!(refused
+            .unwrap_err()
+            .to_string()
+            .contains("row_number() OVER"));
+        assert!(refuse_positional(&tokens("SELECT positional FROM a JOIN b USING (k)")).is_ok());
+        assert!(refuse_positional(&tokens("SELECT 'positional join' FROM a")).is_ok());
     }
 }

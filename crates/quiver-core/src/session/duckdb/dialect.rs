@@ -4,6 +4,7 @@
 //! `CALL quiver_summarize('x')` (see `summarize`). `EXPLAIN COST <query>` is Quiver's own
 //! and is answered before parsing (see `cost`). Other SQL passes through unchanged.
 
+use datafusion::common::Result;
 use datafusion::sql::sqlparser::dialect::{Dialect, DuckDbDialect, GenericDialect};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Word};
@@ -107,11 +108,12 @@ pub fn rewrite_duckdb_copy(sql: &str) -> String {
 /// DuckDB's tokens that DataFusion's parser lacks: `16_000` (digits grouped by `_`) is
 /// 16000, `2 ** 3` is `2 ^ 3` (power, as `^` is here), `4!` is `factorial(4)`, and an
 /// `ASOF [LEFT] JOIN` is in the words sqlparser reads (see `asof`). Other SQL passes through
-/// unchanged, as written.
-pub fn rewrite_duckdb_tokens(sql: &str) -> String {
+/// unchanged, as written; a `POSITIONAL JOIN` is refused.
+pub fn rewrite_duckdb_tokens(sql: &str) -> Result<String> {
     let Ok(mut tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
-        return sql.to_string();
+        return Ok(sql.to_string());
     };
+    super::asof::refuse_positional(&tokens)?;
     let asof = super::asof::written(&tokens);
     if asof {
         tokens = super::asof::for_the_parser(tokens);
@@ -125,7 +127,7 @@ pub fn rewrite_duckdb_tokens(sql: &str) -> String {
             _ => false,
         });
     if !duckdb_only {
-        return sql.to_string();
+        return Ok(sql.to_string());
     }
     let mut out = String::with_capacity(sql.len());
     let mut i = 0;
@@ -158,7 +160,7 @@ pub fn rewrite_duckdb_tokens(sql: &str) -> String {
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// `SUMMARIZE <table or query>` as `CALL quiver_summarize('<table or query>')`, a statement
@@ -363,11 +365,11 @@ mod tests {
     #[test]
     fn duckdb_tokens_become_datafusion_s() {
         assert_eq!(
-            rewrite_duckdb_tokens("SELECT 16_000, 1_000_000 * 2 ** 3, 4! FROM t"),
+            rewrite_duckdb_tokens("SELECT 16_000, 1_000_000 * 2 ** 3, 4! FROM t").unwrap(),
             "SELECT 16000, 1000000 * 2 ^ 3, factorial(4) FROM t"
         );
         let untouched = "SELECT 'it''s ** 4!', a * b, \"x_1\" FROM t";
-        assert_eq!(rewrite_duckdb_tokens(untouched), untouched);
+        assert_eq!(rewrite_duckdb_tokens(untouched).unwrap(), untouched);
     }
 
     #[test]

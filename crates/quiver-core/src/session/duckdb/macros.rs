@@ -65,6 +65,7 @@ pub const MACROS: &[(&str, Option<usize>, &str)] = &[
     ("decode", Some(1), "CAST($1 AS VARCHAR)"),
     ("sum_no_overflow", Some(1), "sum($1)"),
     ("make_timestamp_ns", Some(1), "to_timestamp_nanos($1)"),
+    ("make_timestamp_ms", Some(1), "to_timestamp_millis($1)"),
     // Lists of unequal lengths padded with NULLs (DuckDB's fourth argument, to truncate
     // instead, is refused by arrays_zip).
     ("array_zip", None, "arrays_zip($*)"),
