@@ -14,7 +14,8 @@
 //!
 //! Every bucket also drops the row groups that the dynamic filters, as they stand when it
 //! opens, rule out by its footer's min/max statistics (`prunable`): a join's key bounds, a
-//! TopK's threshold. Nothing is fetched or decoded for them.
+//! TopK's threshold. Nothing is fetched or decoded for them. A page index rules out pages by
+//! the same filters and the static predicate (`scan::pages`).
 //!
 //! The scan answers "not pushed down" to every filter: the operators above still apply
 //! them, so what the decoder does not take is no loss, and a plan that travels to a worker
@@ -104,43 +105,33 @@ fn decoded_as_typed(expr: &Arc<dyn PhysicalExpr>, output: &Schema, decoding: &Sc
         })
 }
 
-/// What of `predicate` (over `output`, the scan's projected schema) can rule out row groups
-/// by their statistics now, over `files` (the table's file columns): its dynamic filters as
-/// they stand, each loosened to what min/max pruning understands. A partitioned join's filter
-/// routes each row to its build partition's bounds (`CASE hash(key) % n WHEN i THEN …`); a row
-/// passing it passes one of the branches, so it becomes their `OR`. A hash-table lookup
-/// becomes `true` (statistics say nothing of it). Conjuncts over listing columns, and filters
-/// not yet known (`true`), are left out. `None` when nothing is left.
-pub fn prunable(
-    predicate: &Arc<dyn PhysicalExpr>,
-    output: &Schema,
-    files: &Schema,
-) -> Result<Option<Arc<dyn PhysicalExpr>>> {
-    on_files(predicate, output, files, false)
+/// What a scan's predicates can rule out now, judged by statistics, from one snapshot of
+/// their dynamic filters: `row_groups` by a footer's min/max (the planner used the static
+/// conjuncts already), `pages` by a page index (which the planner never saw, so the static
+/// conjuncts count there too).
+pub struct Prunable {
+    pub row_groups: Option<Arc<dyn PhysicalExpr>>,
+    pub pages: Option<Arc<dyn PhysicalExpr>>,
 }
 
-/// `prunable`, with `predicate`'s static conjuncts kept too: a page index, which the
-/// planner's pruning by row groups never saw, can rule out pages by them.
-pub fn prunable_with_static(
-    predicate: &Arc<dyn PhysicalExpr>,
+/// `Prunable` of `predicates` (over `output`, the scan's projected schema), over `files` (the
+/// table's file columns). Each dynamic filter is taken as it stands and loosened to what
+/// min/max pruning understands: a partitioned join's filter routes each row to its build
+/// partition's bounds (`CASE hash(key) % n WHEN i THEN …`); a row passing it passes one of
+/// the branches, so it becomes their `OR`. A hash-table lookup becomes `true` (statistics say
+/// nothing of it). Conjuncts over listing columns, and filters not yet known (`true`), are
+/// left out.
+pub fn prunable<'a>(
+    predicates: impl IntoIterator<Item = &'a Arc<dyn PhysicalExpr>>,
     output: &Schema,
     files: &Schema,
-) -> Result<Option<Arc<dyn PhysicalExpr>>> {
-    on_files(predicate, output, files, true)
-}
-
-fn on_files(
-    predicate: &Arc<dyn PhysicalExpr>,
-    output: &Schema,
-    files: &Schema,
-    with_static: bool,
-) -> Result<Option<Arc<dyn PhysicalExpr>>> {
-    let mut kept = Vec::new();
-    for conjunct in split_conjunction(predicate) {
-        let now = match is_dynamic(conjunct) {
+) -> Result<Prunable> {
+    let (mut row_groups, mut pages) = (vec![], vec![]);
+    for conjunct in predicates.into_iter().flat_map(split_conjunction) {
+        let dynamic = is_dynamic(conjunct);
+        let now = match dynamic {
             true => loosened(snapshot(conjunct)?)?,
-            false if with_static => Arc::clone(conjunct),
-            false => continue,
+            false => Arc::clone(conjunct),
         };
         let columns = collect_columns(&now);
         let on_files = columns.iter().all(|c| {
@@ -149,9 +140,16 @@ fn on_files(
         if columns.is_empty() || !on_files {
             continue;
         }
-        kept.push(reassign_expr_columns(now, files)?);
+        let now = reassign_expr_columns(now, files)?;
+        if dynamic {
+            row_groups.push(Arc::clone(&now));
+        }
+        pages.push(now);
     }
-    Ok(conjunction_opt(kept))
+    Ok(Prunable {
+        row_groups: conjunction_opt(row_groups),
+        pages: conjunction_opt(pages),
+    })
 }
 
 /// `expr` with its dynamic filters replaced by their current state.
@@ -313,10 +311,10 @@ mod tests {
         let on_day = join_filter("day", &output);
         let on_year = join_filter("year", &output);
         let both = conjunction_opt([Arc::clone(&on_day) as _, Arc::clone(&on_year) as _]).unwrap();
-        assert!(
-            prunable(&both, &output, &files).unwrap().is_none(),
-            "not known yet"
-        );
+        let now = |predicates: &[&Arc<dyn PhysicalExpr>]| {
+            prunable(predicates.iter().copied(), &output, &files).unwrap()
+        };
+        assert!(now(&[&both]).row_groups.is_none(), "not known yet");
         // CASE day % 2 WHEN 0 THEN day <= 3 ELSE day >= 8 END
         let day = col("day", &output).unwrap();
         let bound = |op, v: i32| binary(Arc::clone(&day), op, lit(v), &output).unwrap();
@@ -340,7 +338,16 @@ mod tests {
             )
             .unwrap();
         // The union of the branches, on the file schema's column; not the listing column.
-        let pruning = prunable(&both, &output, &files).unwrap().unwrap();
-        assert_eq!(pruning.to_string(), "day@1 <= 3 OR day@1 >= 8");
+        let static_day = bound(Operator::Lt, 10);
+        let judged = now(&[&static_day, &both]);
+        let row_groups = judged.row_groups.unwrap();
+        assert_eq!(row_groups.to_string(), "day@1 <= 3 OR day@1 >= 8");
+        // Pages are judged by the static conjunct too, from the same snapshot.
+        let pages = judged.pages.unwrap();
+        let conjuncts: Vec<String> = split_conjunction(&pages)
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        assert_eq!(conjuncts, ["day@1 < 10", "day@1 <= 3 OR day@1 >= 8"]);
     }
 }

@@ -74,7 +74,8 @@ impl BucketScanExec {
         let bucket = planned;
         let file = self.file_of(bucket)?;
         let opened = runtime.open(&file.meta, file.footer_len).await?;
-        let bucket = &self.still_needed(bucket, &opened)?;
+        let now = self.prunable_now()?;
+        let bucket = &self.still_needed(bucket, &opened, &now)?;
         let pruned = planned.row_groups.len() - bucket.row_groups.len();
         QueryMetrics::add(&opened.reader.metrics().row_groups_pruned, pruned as u64);
         if let Some(counters) = counters {
@@ -87,7 +88,7 @@ impl BucketScanExec {
             .as_ref()
             .and_then(|p| p.file_schema(&self.file_schema()));
         let pages = match &file_schema {
-            None => self.pages_needed(&opened, bucket).await?,
+            None => self.pages_needed(&opened, bucket, &now).await?,
             Some(_) => None,
         };
         let bucket = &match &pages {

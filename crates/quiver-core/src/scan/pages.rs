@@ -13,15 +13,13 @@ use datafusion::datasource::physical_plan::parquet::{
     PagePruningAccessPlanFilter, ParquetAccessPlan, ParquetFileMetrics, RowGroupAccess,
 };
 use datafusion::error::Result;
-use datafusion::physical_expr::conjunction_opt;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
-use datafusion::physical_plan::ExecutionPlan;
 use parquet::arrow::arrow_reader::RowSelection;
 use parquet::file::metadata::ParquetMetaData;
 
 use super::BucketScanExec;
 use crate::bucket::Bucket;
-use crate::pushdown::prunable_with_static;
+use crate::pushdown::Prunable;
 use crate::runtime::ParquetFile;
 
 /// The decoder's batch size (DataFusion's default). Parquet's reader widens a selection to
@@ -101,23 +99,19 @@ impl Pages {
 
 impl BucketScanExec {
     /// What `opened`'s page index leaves of `bucket` to read, judged by the scan's
-    /// predicates now; `None` where the file has no page index, nothing is pushed, or no
-    /// page is ruled out.
+    /// predicates now (`now`); `None` where the file has no page index, nothing is pushed,
+    /// or no page is ruled out.
     pub(super) async fn pages_needed(
         &self,
         opened: &ParquetFile,
         bucket: &Bucket,
+        now: &Prunable,
     ) -> Result<Option<Pages>> {
-        let output = self.schema();
-        let files = Arc::new(self.file_schema());
-        let mut judged = vec![];
-        for predicate in self.pushed_predicate.iter().chain(&self.pushed_filter) {
-            judged.extend(prunable_with_static(predicate, &output, &files)?);
-        }
-        let Some(predicate) = conjunction_opt(judged) else {
+        let Some(predicate) = &now.pages else {
             return Ok(None);
         };
-        let filter = PagePruningAccessPlanFilter::new(&predicate, files);
+        let files = Arc::new(self.file_schema());
+        let filter = PagePruningAccessPlanFilter::new(predicate, files);
         if filter.filter_number() == 0 {
             return Ok(None);
         }
@@ -186,6 +180,7 @@ mod tests {
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use datafusion::logical_expr::Operator;
     use datafusion::physical_expr::expressions::{binary, col, lit};
+    use datafusion::physical_plan::ExecutionPlan;
     use parquet::arrow::arrow_reader::RowSelector;
     use parquet::arrow::ArrowWriter;
     use parquet::file::properties::WriterProperties;
@@ -241,14 +236,22 @@ mod tests {
             row_groups: vec![0],
             bytes: 1,
         };
-        assert!(scan.pages_needed(&opened, &bucket).await.unwrap().is_none());
+        assert!(scan
+            .pages_needed(&opened, &bucket, &scan.prunable_now().unwrap())
+            .await
+            .unwrap()
+            .is_none());
         // WHERE id >= 50000 AND id < 50050: page 50 alone can hold such ids.
         let output = scan.schema();
         let id = || col("id", &output).unwrap();
         let from = binary(id(), Operator::GtEq, lit(50_000i64), &output).unwrap();
         let to = binary(id(), Operator::Lt, lit(50_050i64), &output).unwrap();
         scan.pushed_predicate = Some(binary(from, Operator::And, to, &output).unwrap());
-        let pages = scan.pages_needed(&opened, &bucket).await.unwrap().unwrap();
+        let pages = scan
+            .pages_needed(&opened, &bucket, &scan.prunable_now().unwrap())
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(pages.rows_skipped(), 99_000);
         assert!(pages.empty.is_empty());
         // Fetched: the pages of the batch of 8,192 rows that holds page 50, both columns.
@@ -261,7 +264,11 @@ mod tests {
         // An id no page holds rules out the row group.
         let beyond = binary(id(), Operator::Gt, lit(200_000i64), &output).unwrap();
         scan.pushed_predicate = Some(beyond);
-        let pages = scan.pages_needed(&opened, &bucket).await.unwrap().unwrap();
+        let pages = scan
+            .pages_needed(&opened, &bucket, &scan.prunable_now().unwrap())
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(pages.empty, [0]);
     }
 

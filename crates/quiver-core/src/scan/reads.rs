@@ -14,7 +14,7 @@ use super::{BucketScanExec, ScanFile};
 use crate::bucket::Bucket;
 use crate::fetch::ProjectedColumns;
 use crate::prune::row_groups_passing;
-use crate::pushdown::prunable;
+use crate::pushdown::{prunable, Prunable};
 use crate::runtime::{ParquetFile, QuiverRuntime};
 use crate::source::ObjectMeta;
 
@@ -50,18 +50,28 @@ impl BucketScanExec {
         Ok(reads)
     }
 
+    /// What the scan's pushed predicates rule out as a bucket opens, from one snapshot of
+    /// its dynamic filters (see `pushdown::prunable`).
+    pub(super) fn prunable_now(&self) -> Result<Prunable> {
+        let predicates = self.pushed_predicate.iter().chain(&self.pushed_filter);
+        prunable(predicates, &self.schema(), &self.file_schema())
+    }
+
     /// `bucket` less the row groups that the dynamic filters pushed into the scan, as they
-    /// stand now, rule out by `opened`'s statistics (see `pushdown::prunable`): a join's
-    /// probe side opens its buckets once the build side is in, so its key bounds are known.
-    pub(super) fn still_needed(&self, bucket: &Bucket, opened: &ParquetFile) -> Result<Bucket> {
+    /// stand now (`now`, see `pushdown::prunable`), rule out by `opened`'s statistics: a
+    /// join's probe side opens its buckets once the build side is in, so its key bounds are
+    /// known.
+    pub(super) fn still_needed(
+        &self,
+        bucket: &Bucket,
+        opened: &ParquetFile,
+        now: &Prunable,
+    ) -> Result<Bucket> {
         let unchanged = || Ok(bucket.clone());
-        let Some(filter) = &self.pushed_filter else {
+        let Some(predicate) = now.row_groups.clone() else {
             return unchanged();
         };
         let files = Arc::new(self.file_schema());
-        let Some(predicate) = prunable(filter, &self.schema(), &files)? else {
-            return unchanged();
-        };
         let builder = PruningPredicateBuilder::new().with_file_schema(Arc::clone(&files));
         let Ok(pruning) = builder.try_build(predicate) else {
             return unchanged();
@@ -266,7 +276,9 @@ mod tests {
         ));
         scan.pushed_filter = Some(Arc::clone(&filter) as _);
         assert_eq!(
-            scan.still_needed(&bucket, &opened).unwrap().row_groups,
+            scan.still_needed(&bucket, &opened, &scan.prunable_now().unwrap())
+                .unwrap()
+                .row_groups,
             [0, 1, 2]
         );
         // Its bounds once known: ids 150..160 lie in row group 1 (ids 100..199).
@@ -275,6 +287,11 @@ mod tests {
         filter
             .update(binary(at_least, Operator::And, at_most, &output).unwrap())
             .unwrap();
-        assert_eq!(scan.still_needed(&bucket, &opened).unwrap().row_groups, [1]);
+        assert_eq!(
+            scan.still_needed(&bucket, &opened, &scan.prunable_now().unwrap())
+                .unwrap()
+                .row_groups,
+            [1]
+        );
     }
 }

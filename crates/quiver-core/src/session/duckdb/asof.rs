@@ -284,19 +284,25 @@ fn solid(tokens: &[Token], mut i: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::sql::sqlparser::ast::Statement;
     use datafusion::sql::sqlparser::dialect::GenericDialect;
     use datafusion::sql::sqlparser::parser::Parser;
     use datafusion::sql::sqlparser::tokenizer::Tokenizer;
 
-    fn rewritten(sql: &str) -> String {
+    /// The statement as the parser gets it, after the token rewrite.
+    fn parsed(sql: &str) -> Statement {
         let tokens = Tokenizer::new(&GenericDialect {}, sql).tokenize().unwrap();
         let text: String = for_the_parser(tokens)
             .iter()
             .map(|t| t.to_string())
             .collect();
-        let mut statement = Parser::parse_sql(&GenericDialect {}, &text)
+        Parser::parse_sql(&GenericDialect {}, &text)
             .unwrap()
-            .remove(0);
+            .remove(0)
+    }
+
+    fn rewritten(sql: &str) -> String {
+        let mut statement = parsed(sql);
         marked_joins(&mut statement).unwrap();
         statement.to_string()
     }
@@ -326,19 +332,7 @@ mod tests {
 
     #[test]
     fn using_is_refused_with_what_to_write_instead() {
-        let tokens = Tokenizer::new(
-            &GenericDialect {},
-            "SELECT * FROM t ASOF JOIN p USING (k, ts)",
-        )
-        .tokenize()
-        .unwrap();
-        let text: String = for_the_parser(tokens)
-            .iter()
-            .map(|t| t.to_string())
-            .collect();
-        let mut statement = Parser::parse_sql(&GenericDialect {}, &text)
-            .unwrap()
-            .remove(0);
+        let mut statement = parsed("SELECT * FROM t ASOF JOIN p USING (k, ts)");
         let error = marked_joins(&mut statement).unwrap_err().to_string();
         assert!(error.contains("needs ON"), "{error}");
     }

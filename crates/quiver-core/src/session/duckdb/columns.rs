@@ -444,14 +444,10 @@ fn lambda_refused(expr: &Expr) -> DataFusionError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::sql::sqlparser::dialect::DuckDbDialect;
-    use datafusion::sql::sqlparser::parser::Parser;
+    use crate::session::duckdb::parsed;
 
     fn expanded(sql: &str, columns: &[FromColumn]) -> Result<String> {
-        let mut statement = Parser::new(&DuckDbDialect {})
-            .try_with_sql(sql)
-            .and_then(|mut parser| parser.parse_statement())
-            .unwrap();
+        let mut statement = parsed(sql);
         let (index, _) = next_to_expand(&mut statement).expect("a COLUMNS to expand");
         expand(&mut statement, index, columns)?;
         Ok(statement.to_string())
@@ -509,10 +505,7 @@ mod tests {
             got,
             r#"SELECT "a"."id" AS "id", "b"."id" AS "id", "v" AS "v" FROM a JOIN b USING(id)"#
         );
-        let mut nested = Parser::new(&DuckDbDialect {})
-            .try_with_sql("SELECT COLUMNS(*) FROM (SELECT COLUMNS('x') FROM t)")
-            .and_then(|mut parser| parser.parse_statement())
-            .unwrap();
+        let mut nested = parsed("SELECT COLUMNS(*) FROM (SELECT COLUMNS('x') FROM t)");
         let (index, from) = next_to_expand(&mut nested).unwrap();
         assert_eq!((index, from[0].to_string()), (1, "t".to_string()));
     }
@@ -524,10 +517,7 @@ mod tests {
             "SELECT my_columns(a) FROM t",
             "SELECT count(*) FROM duckdb_columns()",
         ] {
-            let mut statement = Parser::new(&DuckDbDialect {})
-                .try_with_sql(sql)
-                .and_then(|mut parser| parser.parse_statement())
-                .unwrap();
+            let mut statement = parsed(sql);
             assert!(next_to_expand(&mut statement).is_none(), "{sql}");
         }
     }

@@ -44,3 +44,13 @@ pub use lists::LISTS;
 pub use numbers::NUMBERS;
 pub use structs::STRUCTS;
 pub use text::TEXT;
+
+/// One statement as DuckDB's dialect parses it: the starting point of the rewrites' tests.
+#[cfg(test)]
+fn parsed(sql: &str) -> datafusion::sql::sqlparser::ast::Statement {
+    use datafusion::sql::sqlparser::{dialect::DuckDbDialect, parser::Parser};
+    Parser::new(&DuckDbDialect {})
+        .try_with_sql(sql)
+        .and_then(|mut parser| parser.parse_statement())
+        .unwrap()
+}

@@ -462,10 +462,7 @@ mod tests {
     }
 
     fn written(sql: &str, columns: &[&str], values: Option<&[String]>) -> String {
-        let mut statement = Parser::new(&DuckDbDialect {})
-            .try_with_sql(sql)
-            .and_then(|mut parser| parser.parse_statement())
-            .unwrap();
+        let mut statement = crate::session::duckdb::parsed(sql);
         let columns: Vec<FromColumn> = columns.iter().map(|c| (None, c.to_string())).collect();
         assert!(next_pending(&mut statement).is_some());
         write_out(&mut statement, &columns, values).unwrap();
