@@ -14,7 +14,10 @@ use datafusion::common::Statistics;
 use futures::future::{BoxFuture, FutureExt};
 use parquet::arrow::async_reader::MetadataFetch;
 use parquet::arrow::parquet_to_arrow_schema;
-use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::metadata::{
+    PageIndexPolicy, ParquetMetaData, ParquetMetaDataOptions, ParquetMetaDataReader,
+    ParquetStatisticsPolicy,
+};
 use tokio::sync::OnceCell;
 
 use crate::error::{QuiverError, Result};
@@ -44,7 +47,7 @@ pub struct Footer {
     pub metadata: Arc<ParquetMetaData>,
     pub encoded_len: u64,
     /// Its Arrow schema, mapped once (or why it cannot be).
-    schema: OnceLock<std::result::Result<SchemaRef, String>>,
+    schema: OnceLock<MappedSchema>,
     plain: OnceLock<Option<Arc<PlainDecimals>>>,
     /// What its row groups, all of them, say of the columns a statement read, as the planner
     /// gets them (`statistics`), by those columns and the schema they were read with.
@@ -53,6 +56,9 @@ pub struct Footer {
     /// `None` where the file has none that can be read (see `with_page_index`).
     page_index: OnceCell<Option<Arc<ParquetMetaData>>>,
 }
+
+/// A footer's Arrow schema, or why Arrow cannot map it.
+type MappedSchema = std::result::Result<SchemaRef, String>;
 
 /// Statistics kept per footer: a few projections (a session's queries over one table).
 const KEPT_STATISTICS: usize = 8;
@@ -155,11 +161,11 @@ impl FooterCache {
             .get_or_try_init(|| {
                 read_here = true;
                 async {
-                    let (parsed, len) = read_footer(reader, known_len).await?;
+                    let (parsed, len, schema) = read_footer(reader, known_len).await?;
                     Ok::<_, QuiverError>(Arc::new(Footer {
                         metadata: Arc::new(parsed),
                         encoded_len: len,
-                        schema: OnceLock::new(),
+                        schema: OnceLock::from(schema),
                         plain: OnceLock::new(),
                         statistics: Mutex::default(),
                         page_index: OnceCell::new(),
@@ -207,9 +213,16 @@ struct Held(u64, Bytes);
 
 impl MetadataFetch for Held {
     fn fetch(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
-        let (start, end) = (range.start - self.0, range.end - self.0);
-        let held =
-            (end as usize <= self.1.len()).then(|| self.1.slice(start as usize..end as usize));
+        // Parquet asks for spans of the same offsets the index was cut by, but a hostile
+        // footer must give an error here, never an underflow.
+        let start = range.start.checked_sub(self.0);
+        let end = range.end.checked_sub(self.0);
+        let held = match (start, end) {
+            (Some(start), Some(end)) if start <= end && end as usize <= self.1.len() => {
+                Some(self.1.slice(start as usize..end as usize))
+            }
+            _ => None,
+        };
         async move {
             held.ok_or_else(|| {
                 parquet::errors::ParquetError::General("outside the page index".into())
@@ -232,11 +245,12 @@ pub fn arrow_schema(path: &str, metadata: &ParquetMetaData) -> Result<Schema> {
     })
 }
 
-/// The footer of `reader`'s object, parsed and checked, and its encoded length.
+/// The footer of `reader`'s object, parsed and checked, its encoded length, and its Arrow
+/// schema (or why there is none), which checking it mapped.
 async fn read_footer(
     reader: &ObjectReader,
     known_len: Option<u64>,
-) -> Result<(ParquetMetaData, u64)> {
+) -> Result<(ParquetMetaData, u64, MappedSchema)> {
     let meta = &reader.object;
     let path = &meta.path;
     let not_parquet = |reason: &str| QuiverError::NotParquet {
@@ -295,22 +309,28 @@ async fn read_footer(
         path: path.clone(),
         reason,
     };
-    let parsed =
-        ParquetMetaDataReader::decode_metadata(&footer).map_err(|e| corrupt(e.to_string()))?;
+    let parsed = ParquetMetaDataReader::decode_metadata_with_options(&footer, Some(&skipped()))
+        .map_err(|e| corrupt(e.to_string()))?;
     check_layout(&parsed, meta.size - needed).map_err(corrupt)?;
     // The `ARROW:schema` hint is decoded again wherever the file is read; a malformed one
     // that would panic Arrow is refused here, once. (A type Arrow cannot map is an error
     // for `arrow_schema` to report, naming the file, when a query needs the schema.)
     let file = parsed.file_metadata();
-    let hint = crate::error::contain_panic(|| {
+    let mapped = crate::error::contain_panic(|| {
         parquet_to_arrow_schema(file.schema_descr(), file.key_value_metadata())
-    });
-    if let Err(panic) = hint {
-        return Err(corrupt(format!(
-            "its ARROW:schema metadata is malformed ({panic})"
-        )));
-    }
-    Ok((parsed, footer_len))
+    })
+    .map_err(|panic| corrupt(format!("its ARROW:schema metadata is malformed ({panic})")))?;
+    let schema = mapped.map(Arc::new).map_err(|e| e.to_string());
+    Ok((parsed, footer_len, schema))
+}
+
+/// What no reader of ours looks at, left undecoded: each chunk's page encoding counts and
+/// its size statistics (a parquet-rs writer's level histograms). A wide footer parses
+/// faster, and every `quiver query` parses the footers it plans with.
+fn skipped() -> ParquetMetaDataOptions {
+    ParquetMetaDataOptions::new()
+        .with_encoding_stats_policy(ParquetStatisticsPolicy::SkipAll)
+        .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll)
 }
 
 /// Checks what the planner and the decoder take on trust: no count is negative, each row
@@ -458,5 +478,15 @@ mod tests {
         assert!(parsed.iter().all(|p| Arc::ptr_eq(p, &parsed[0])));
         assert_eq!(metrics.footer_requests.load(Relaxed), 1);
         assert_eq!(metrics.footer_cache_hits.load(Relaxed), 3);
+    }
+
+    #[tokio::test]
+    async fn the_held_page_index_serves_only_what_it_holds() {
+        let mut held = Held(100, Bytes::from_static(b"0123456789"));
+        assert_eq!(held.fetch(102..105).await.unwrap().as_ref(), b"234");
+        // Before the index, past its end, or backwards: an error, never a panic.
+        for range in [50..105, 105..111, 105..102] {
+            assert!(held.fetch(range).await.is_err());
+        }
     }
 }
