@@ -170,11 +170,11 @@ def _measure(engine, setup, sql, expected, problem, counter, evict):
     return measure.Outcome("ok", cold=cold.seconds, hot=hot.seconds, stats=stats)
 
 
-def _progress(outcome):
+def _progress(outcome, kinds=KINDS):
     if not outcome.ok:
         return outcome.status
-    gets = "/".join(str(_count(outcome, kind, "GetObject")) for kind in KINDS)
-    times = "/".join(report.seconds(outcome.time(kind)) for kind in KINDS)
+    gets = "/".join(str(_count(outcome, kind, "GetObject")) for kind in kinds)
+    times = "/".join(report.seconds(outcome.time(kind)) for kind in kinds)
     return f"{times} s ({gets} GETs)"
 
 
