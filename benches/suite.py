@@ -71,8 +71,9 @@ def statement_section(results, base, peers, setup, queries):
             f"footers read and parsed, memory first touched); the rest in ms (process start, "
             f"the {len(setup[base.name])} views listed, the answer written as Arrow IPC to "
             f"the harness); and the statement in a warm session: the query's third run in one "
-            f"process, as the peers' hot times are their best of 3 in one session, footers "
-            f"and listings kept{geomeans}.\n\n"
+            f"process, footers and listings kept, as the peers' hot times are runs in one "
+            f"session. It is one sample where the other columns are the best of 3, so a query "
+            f"whose time varies from run to run looks slower there{geomeans}.\n\n"
             + report.table(["query", "process s", "first statement s", "rest ms",
                             "first / DataFusion", "warm statement s", "warm / DataFusion"],
                            rows))
