@@ -22,6 +22,7 @@ run, so each run's requests are counted by the server's side.
 import datetime
 import multiprocessing
 import os
+import re
 import subprocess
 import sys
 import time
@@ -138,14 +139,10 @@ class Quiver:
         script += "".join(_statement(sql) + ";\n" for _ in range(repeat - 1)) + sql
         # The disk cache off, unless this variant turns it on (scenario disk_cache): a cold
         # run reads from the source, never from what an earlier run kept.
-        env = {**os.environ, "QUIVER_DISK_CACHE_BYTES": "0"}
-        if self.env:
-            env = {k: v for k, v in env.items() if not k.startswith("AWS_")}
-            env.update(self.env)
         start = time.perf_counter()
         try:
             proc = subprocess.run(args + ["-"], input=script.encode(), capture_output=True,
-                                  timeout=self.timeout, env=env)
+                                  timeout=self.timeout, env=self._env())
         except subprocess.TimeoutExpired:
             raise EngineError(f"timed out after {self.timeout:.0f} s") from None
         seconds = time.perf_counter() - start
@@ -154,6 +151,31 @@ class Quiver:
             raise EngineError(f"exit code {proc.returncode}: {_tail(stderr)}")
         table = pa.ipc.open_file(proc.stdout).read_all()
         return Result(rows_of(table), seconds, _profile(stderr))
+
+    def _env(self):
+        """The environment of a run: the disk cache off, this variant's variables in."""
+        env = {**os.environ, "QUIVER_DISK_CACHE_BYTES": "0"}
+        if self.env:
+            env = {k: v for k, v in env.items() if not k.startswith("AWS_")}
+            env.update(self.env)
+        return env
+
+    def warm_seconds(self, setup, sql, runs=4):
+        """The query's best time in a warm session: one `quiver` shell process runs the setup
+        and then the query `runs` times under `.timer on`; the best of the runs after the
+        first counts (the shell's timer, ms resolution). None if a run failed."""
+        script = ".timer on\n.output /dev/null\n" + "".join(f"{s};\n" for s in setup)
+        # The ; on its own line: a query may end in a comment.
+        script += f"{_statement(sql)}\n;\n" * runs
+        try:
+            proc = subprocess.run([self.binary], input=script.encode(), capture_output=True,
+                                  timeout=self.timeout, env=self._env())
+        except subprocess.TimeoutExpired:
+            return None
+        times = [float(t) for t in re.findall(rb"Run Time \(s\): real ([0-9.]+)", proc.stdout)]
+        if proc.returncode != 0 or len(times) != len(setup) + runs:
+            return None
+        return min(times[-(runs - 1):])
 
     def session_runs(self, setup, sql, count=2, counter=None, threads=None):
         """[first, later...]: the first run is a fresh process (setup and query, timed whole);

@@ -2,10 +2,6 @@
 timed cold and hot as a whole process, Quiver's statement alone beside it, and each engine's
 peak memory per query. TPC-H (both writers' files), TPC-DS and ClickBench are suites.
 """
-import os
-import re
-import subprocess
-
 from benches import charts, memory, report
 from benches.engines import EngineError
 
@@ -97,25 +93,8 @@ def _spelling(sql, engine):
     return sql.get(engine.name, sql.get("*")) if isinstance(sql, dict) else sql
 
 
-def _warm_statement(engine, setup, sql, runs=4):
-    """The query's best time in a warm session: one `quiver` shell process runs the setup and
-    then the query `runs` times under `.timer on`; the best of the runs after the first
-    counts (the shell's timer, in ms). None if a run failed."""
-    if not isinstance(sql, str):
-        return None
-    query = sql.strip().rstrip(";")
-    script = ".timer on\n.output /dev/null\n" + "".join(f"{s};\n" for s in setup)
-    script += f"{query}\n;\n" * runs  # the ; on its own line: a query may end in a comment
-    env = {**os.environ, "QUIVER_DISK_CACHE_BYTES": "0"}
-    try:
-        proc = subprocess.run([engine.binary], input=script.encode(), capture_output=True,
-                              timeout=engine.timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return None
-    times = [float(t) for t in re.findall(rb"Run Time \(s\): real ([0-9.]+)", proc.stdout)]
-    if proc.returncode != 0 or len(times) != len(setup) + runs:
-        return None
-    return min(times[-(runs - 1):])
+def _warm_statement(engine, setup, sql):
+    return engine.warm_seconds(setup, sql) if isinstance(sql, str) else None
 
 
 def memory_section(bench, setup, queries):
