@@ -10,7 +10,8 @@
 //! a big build side's hash table, or a static predicate over many rows (Q12's dates, Q13's
 //! LIKE), cost up to a quarter more there: evaluated in the decoder it scatters the rows it
 //! keeps, and the operator above evaluates it again. Those stay with the operators above,
-//! except beside wide rows (`late_decodable`, `scan::late`).
+//! except beside wide rows (`late_decodable`, `scan::late`). So does a list of keys that
+//! keeps most rows (`scan::key_share`: TPC-DS's 12 stores, all of store_sales').
 //!
 //! Every bucket also drops the row groups that the dynamic filters, as they stand when it
 //! opens, rule out by its footer's min/max statistics (`prunable`): a join's key bounds, a
@@ -38,13 +39,15 @@ use datafusion::physical_plan::joins::HashTableLookupExpr;
 /// The conjuncts of `predicate` (over `output`, the scan's projected schema) that the
 /// decoder should evaluate when it decodes the file columns as `decoding` says, rewritten
 /// to `decoding`'s column indexes: the dynamic filters whose current state names their
-/// keys (see the module), as they stand now. A conjunct over a column decoded in another
-/// type than the table's (a fixed-length decimal, restored after decoding) or over a
-/// listing column stays with the operators above.
+/// keys (see the module), as they stand now, and that `pays` (given each as the decoder
+/// would evaluate it). A conjunct over a column decoded in another type than the table's
+/// (a fixed-length decimal, restored after decoding) or over a listing column stays with
+/// the operators above.
 pub fn decodable(
     predicate: &Arc<dyn PhysicalExpr>,
     output: &Schema,
     decoding: &Schema,
+    pays: impl Fn(&Arc<dyn PhysicalExpr>) -> bool,
 ) -> Result<Option<Arc<dyn PhysicalExpr>>> {
     let mut kept = Vec::new();
     for conjunct in split_conjunction(predicate) {
@@ -55,7 +58,7 @@ pub fn decodable(
             continue;
         }
         let now = reassign_expr_columns(now, decoding)?;
-        if can_expr_be_pushed_down_with_schemas(&now, decoding) {
+        if can_expr_be_pushed_down_with_schemas(&now, decoding) && pays(&now) {
             kept.push(now);
         }
     }
@@ -253,7 +256,9 @@ mod tests {
         ])
         .unwrap();
         // Before the build side is in, nothing names keys.
-        assert!(decodable(&all, &output, &decoding).unwrap().is_none());
+        assert!(decodable(&all, &output, &decoding, |_| true)
+            .unwrap()
+            .is_none());
 
         let days = in_list(
             Arc::clone(&day),
@@ -270,8 +275,13 @@ mod tests {
             .unwrap();
         // The day filter as it stands, on the decoder's second column; not the static
         // predicate, nor the filter on a column decoded as bytes.
-        let kept = decodable(&all, &output, &decoding).unwrap().unwrap();
+        let kept = decodable(&all, &output, &decoding, |_| true)
+            .unwrap()
+            .unwrap();
         assert_eq!(kept.to_string(), "day@1 IN (SET) ([3, 5])");
+        // One that does not pay stays with the operators above.
+        let none = decodable(&all, &output, &decoding, |_| false).unwrap();
+        assert!(none.is_none());
     }
 
     #[test]

@@ -24,6 +24,7 @@ use parquet::file::metadata::ParquetMetaData;
 
 use super::field_ids::ByFieldId;
 use super::input::BucketInput;
+use super::key_share::keeps_few;
 use super::late::{is_wide, Late};
 use super::reader::BucketReaderFactory;
 use super::BucketScanExec;
@@ -56,9 +57,12 @@ impl BucketScanExec {
                 .map(|filter| (filter, late, rows_of(&input.metadata, &row_groups))),
             _ => None,
         };
-        let row_filter = match &late {
-            Some((filter, ..)) => Some(Arc::clone(filter)),
-            None => self.row_filter(&file_schema, config)?,
+        let row_filter = match (&late, &input) {
+            (Some((filter, ..)), _) => Some(Arc::clone(filter)),
+            (None, Some(input)) => {
+                self.row_filter(&file_schema, config, &input.metadata, &row_groups)?
+            }
+            (None, None) => None,
         };
         let mut source = ParquetSource::new(
             TableSchema::builder(file_schema)
@@ -98,17 +102,22 @@ impl BucketScanExec {
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, restored)))
     }
 
-    /// What of the pushed filters the decoder applies to rows when `decoding` is how it
-    /// decodes the file columns: nothing unless DataFusion's
+    /// What of the pushed filters the decoder applies to the rows of `row_groups` of
+    /// `metadata` when `decoding` is how it decodes the file columns: the join filters that
+    /// keep few rows (`key_share`), and nothing unless DataFusion's
     /// `datafusion.execution.parquet.pushdown_filters` is on (Quiver's default).
     fn row_filter(
         &self,
         decoding: &Schema,
         config: &ConfigOptions,
+        metadata: &ParquetMetaData,
+        row_groups: &[usize],
     ) -> Result<Option<Arc<dyn PhysicalExpr>>> {
         match &self.pushed_filter {
             Some(filter) if config.execution.parquet.pushdown_filters => {
-                crate::pushdown::decodable(filter, &self.schema(), decoding)
+                let pays =
+                    |now: &Arc<dyn PhysicalExpr>| keeps_few(now, decoding, metadata, row_groups);
+                crate::pushdown::decodable(filter, &self.schema(), decoding, pays)
             }
             _ => Ok(None),
         }

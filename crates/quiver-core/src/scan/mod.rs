@@ -6,14 +6,16 @@
 //! scan of them holds no bucket whole.
 //!
 //! work (what travels) → reads (the read plan) → input (a bucket made ready to decode) →
-//! reader (the decoder's view of its bytes) → decode (with late: every filter given to the
-//! decoder where rows are wide beside it) → sieve (dynamic filters on decoded rows, while they
+//! reader (the decoder's view of its bytes) → decode (a join's keys given to the decoder
+//! where they keep few rows, key_share; with late: every filter given to the decoder where
+//! rows are wide beside it) → sieve (dynamic filters on decoded rows, while they
 //! pay) → stream (a partition's buckets, under memory admission) → this node.
 
 mod decode;
 mod field_ids;
 mod input;
 mod joins_above;
+mod key_share;
 mod late;
 mod pages;
 mod reader;
