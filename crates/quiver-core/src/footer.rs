@@ -481,6 +481,41 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_footer_keeps_its_min_max_but_not_its_encoding_counts_or_size_statistics() {
+        use datafusion::arrow::array::StringArray;
+        let dir = tempfile::tempdir().unwrap();
+        let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, true)]));
+        let path = dir.path().join("s.parquet");
+        let file = std::fs::File::create(&path).unwrap();
+        let mut writer = ArrowWriter::try_new(file, Arc::clone(&schema), None).unwrap();
+        let column = Arc::new(StringArray::from(vec![Some("a"), None, Some("c")]));
+        let batch = RecordBatch::try_new(schema, vec![column]).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let bytes = Bytes::from(std::fs::read(&path).unwrap());
+        let full = ParquetMetaDataReader::new()
+            .parse_and_finish(&bytes)
+            .unwrap();
+        let written = full.row_group(0).column(0);
+        let counts = |c: &parquet::file::metadata::ColumnChunkMetaData| {
+            c.page_encoding_stats().is_some() || c.page_encoding_stats_mask().is_some()
+        };
+        assert!(counts(written), "the writer wrote them");
+        assert!(written.unencoded_byte_array_data_bytes().is_some());
+        let meta = LocalSource.head(path.to_str().unwrap()).await.unwrap();
+        let parsed = FooterCache::default().load(&reader(&meta), None).await;
+        let parsed = parsed.unwrap();
+        let chunk = parsed.metadata.row_group(0).column(0);
+        assert!(!counts(chunk));
+        assert!(chunk.unencoded_byte_array_data_bytes().is_none());
+        assert!(chunk.definition_level_histogram().is_none());
+        let statistics = chunk.statistics().expect("min/max kept");
+        assert_eq!(statistics.min_bytes_opt(), Some(&b"a"[..]));
+        assert_eq!(statistics.max_bytes_opt(), Some(&b"c"[..]));
+        assert_eq!(statistics.null_count_opt(), Some(1));
+    }
+
+    #[tokio::test]
     async fn the_held_page_index_serves_only_what_it_holds() {
         let mut held = Held(100, Bytes::from_static(b"0123456789"));
         assert_eq!(held.fetch(102..105).await.unwrap().as_ref(), b"234");
