@@ -98,7 +98,8 @@ fn range(
         cast(&mins, &DataType::Int64).ok()?,
         cast(&maxes, &DataType::Int64).ok()?,
     );
-    if mins.is_empty() || mins.null_count() > 0 || maxes.null_count() > 0 {
+    // A row group without statistics gives a null; `min` of nothing is none.
+    if mins.null_count() > 0 || maxes.null_count() > 0 {
         return None;
     }
     let low = min(mins.as_primitive::<Int64Type>())?;
