@@ -29,7 +29,7 @@ use super::{file_subqueries, virtual_columns, QuiverSession};
 use crate::iceberg::{self, IcebergOptions, IcebergRead, IcebergSnapshot, IcebergTable};
 use crate::metadata::{MetadataKind, MetadataTable};
 use crate::source::ListingOptions;
-use crate::table::{QuiverTable, TableOptions};
+use crate::table::{as_quiver_table, QuiverTable, TableOptions};
 use crate::text::TextTable;
 
 impl QuiverSession {
@@ -252,6 +252,21 @@ impl QuiverSession {
             listed.push(Some(table));
         }
         Ok(listed)
+    }
+
+    /// The Parquet table `found` names, whole: listed, and its file columns read. A view
+    /// whose body is that table alone becomes it (see `lazy_views`).
+    pub(super) async fn parquet_table(&self, found: PathTable) -> Result<QuiverTable> {
+        let found = [found];
+        let made = match self.list_path_tables(&found, false).await {
+            Ok(listed) => self.complete_path_tables(&found, listed).await,
+            Err(e) => Err(e),
+        };
+        let table = self.tables.get(&found[0].key);
+        self.tables.clear();
+        made?;
+        let table = table.as_deref().and_then(as_quiver_table).cloned();
+        table.ok_or_else(|| DataFusionError::Internal(format!("{} is not Parquet", found[0].key)))
     }
 
     /// What of the Iceberg table at `location` the statement reads.

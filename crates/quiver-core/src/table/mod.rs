@@ -79,6 +79,9 @@ pub struct QuiverTable {
     deleted_rows: Arc<HashMap<String, Vec<u64>>>,
     /// The manifests its files were found in (an Iceberg table's), for EXPLAIN.
     manifests: Option<ManifestCounts>,
+    /// The `CREATE VIEW` that named it, when a view is this table (see
+    /// `session::lazy_views`): it is then a view to the information schema.
+    definition: Option<Arc<str>>,
 }
 
 impl QuiverTable {
@@ -104,6 +107,7 @@ impl QuiverTable {
             index: None,
             deleted_rows: Arc::default(),
             manifests: None,
+            definition: None,
         })
     }
 
@@ -140,6 +144,7 @@ impl QuiverTable {
             index: Some(index),
             deleted_rows: Arc::default(),
             manifests: None,
+            definition: None,
         }
     }
 
@@ -158,6 +163,14 @@ impl QuiverTable {
         Self {
             deleted_rows,
             manifests: Some(manifests),
+            ..self
+        }
+    }
+
+    /// The table as the view `definition` (a `CREATE VIEW … AS SELECT * FROM` it) names it.
+    pub fn named_by_view(self, definition: String) -> Self {
+        Self {
+            definition: Some(definition.into()),
             ..self
         }
     }
@@ -191,8 +204,17 @@ impl TableProvider for QuiverTable {
         Arc::clone(&self.schema)
     }
 
+    /// A view when a view is this table, as DuckDB lists `CREATE VIEW v AS SELECT * FROM
+    /// 'path'`, and as DROP VIEW finds it.
     fn table_type(&self) -> TableType {
-        TableType::Base
+        match self.definition {
+            Some(_) => TableType::View,
+            None => TableType::Base,
+        }
+    }
+
+    fn get_table_definition(&self) -> Option<&str> {
+        self.definition.as_deref()
     }
 
     fn supports_filters_pushdown(
