@@ -23,7 +23,6 @@ use datafusion::sql::sqlparser::ast::{
 
 use super::relations::{path_table, path_tables, PathTable};
 use super::QuiverSession;
-use crate::table::QuiverTable;
 
 /// The views created and not yet planned, by their full name (`catalog.schema.table`).
 #[derive(Debug, Default)]
@@ -83,10 +82,7 @@ impl QuiverSession {
                 continue; // planned meanwhile, as a view another one names
             };
             let planned = match only_a_path_table(&create) {
-                Some((name, found)) => match self.parquet_table(found).await {
-                    Ok(table) => self.register_view(&name, table.named_by_view(create.to_string())),
-                    Err(e) => Err(e),
-                },
+                Some((name, found)) => self.register_view(&name, found, &create).await,
                 // Boxed: the view's own query may name waiting views.
                 None => match Box::pin(self.logical_plan(create.clone())).await {
                     Ok(plan) => self.context.execute_logical_plan(plan).await.map(drop),
@@ -101,11 +97,18 @@ impl QuiverSession {
         Ok(())
     }
 
-    /// `table` under the view's name: what DataFusion's view of it would read, without its
-    /// plan (see `only_a_path_table`).
-    fn register_view(&self, name: &ObjectName, table: QuiverTable) -> Result<()> {
+    /// The table `found` under the view's name, with `create` as its definition: what
+    /// DataFusion's view of it would read, without its plan (see `only_a_path_table`).
+    async fn register_view(
+        &self,
+        name: &ObjectName,
+        found: PathTable,
+        create: &Statement,
+    ) -> Result<()> {
+        let table = self.parquet_table(found).await?;
+        let table = Arc::new(table.named_by_view(create.to_string()));
         let name = self.table_reference(name)?;
-        self.context.register_table(name, Arc::new(table)).map(drop)
+        self.context.register_table(name, table).map(drop)
     }
 
     /// The full names of the waiting views `statement` may read.
