@@ -27,7 +27,7 @@ use super::input::BucketInput;
 use super::key_share::keeps_few;
 use super::late::{is_wide, Late};
 use super::reader::BucketReaderFactory;
-use super::BucketScanExec;
+use super::{BucketScanExec, Probe};
 use crate::error::QuiverError;
 
 impl BucketScanExec {
@@ -115,8 +115,10 @@ impl BucketScanExec {
     ) -> Result<Option<Arc<dyn PhysicalExpr>>> {
         match &self.pushed_filter {
             Some(filter) if config.execution.parquet.pushdown_filters => {
-                let pays =
-                    |now: &Arc<dyn PhysicalExpr>| keeps_few(now, decoding, metadata, row_groups);
+                let straight = self.probed == Probe::Straight;
+                let pays = |now: &Arc<dyn PhysicalExpr>| {
+                    keeps_few(now, decoding, metadata, row_groups, straight)
+                };
                 crate::pushdown::decodable(filter, &self.schema(), decoding, pays)
             }
             _ => Ok(None),

@@ -33,7 +33,7 @@ impl PhysicalOptimizerRule for JoinsAboveScans {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(marked(plan, false)?.data)
+        Ok(marked(plan, Probe::Later)?.data)
     }
 
     fn name(&self) -> &str {
@@ -45,27 +45,47 @@ impl PhysicalOptimizerRule for JoinsAboveScans {
     }
 }
 
-/// `plan` with each scan told whether a join probes its rows straight away (`probed`: the
-/// rows of `plan` go straight into a join's probe).
+/// How a hash join takes a scan's rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Probe {
+    /// Not straight away: something works on them first (an aggregate, a join's build).
+    #[default]
+    Later,
+    /// The join's probe side is the scan itself (through projections, filters and batch
+    /// coalescing).
+    Straight,
+    /// The same, through a repartition: each row the scan drops is one it does not hash
+    /// and copy there.
+    Repartitioned,
+}
+
+/// `plan` with each scan told how a join probes its rows (`probed`: how the rows of `plan`
+/// go into a join's probe).
 fn marked(
     plan: Arc<dyn ExecutionPlan>,
-    probed: bool,
+    probed: Probe,
 ) -> Result<Transformed<Arc<dyn ExecutionPlan>>> {
     if let Some(scan) = plan.downcast_ref::<BucketScanExec>() {
-        if scan.probed_by_join == probed {
+        if scan.probed == probed {
             return Ok(Transformed::no(plan));
         }
         let mut scan = scan.clone();
-        scan.probed_by_join = probed;
+        scan.probed = probed;
         return Ok(Transformed::yes(Arc::new(scan)));
     }
     let join = plan.downcast_ref::<HashJoinExec>().is_some();
     let through = passes_rows_through(plan.as_ref());
+    let repartition = plan.downcast_ref::<RepartitionExec>().is_some();
     let mut changed = false;
     let mut children = Vec::new();
     for (i, child) in plan.children().into_iter().enumerate() {
-        // A join's probe side is its right input.
-        let probed = (join && i == 1) || (through && probed);
+        let probed = match probed {
+            // A join's probe side is its right input.
+            _ if join && i == 1 => Probe::Straight,
+            Probe::Straight if repartition => Probe::Repartitioned,
+            _ if through => probed,
+            _ => Probe::Later,
+        };
         let child = marked(Arc::clone(child), probed)?;
         changed |= child.transformed;
         children.push(child.data);

@@ -52,7 +52,7 @@ use crate::metrics::file_name;
 use crate::runtime::QuiverRuntime;
 
 pub use field_ids::{field_id, renamed as renamed_by_field_id, stored_field_id, FIELD_ID};
-pub use joins_above::JoinsAboveScans;
+pub use joins_above::{JoinsAboveScans, Probe};
 pub use reads::BucketRead;
 pub use work::{ManifestCounts, ScanFile, ScanSummary};
 
@@ -82,9 +82,9 @@ pub struct BucketScanExec {
     /// The static predicate of the filter above the scan, over its output: the decoder
     /// applies it only where the projection is wide beside it (`late`). Not serialised.
     pushed_predicate: Option<Arc<dyn PhysicalExpr>>,
-    /// Whether a hash join probes this scan's rows straight away: then it has no sieve
+    /// How a hash join takes this scan's rows: probed straight away, it has no sieve
     /// (`joins_above`).
-    probed_by_join: bool,
+    probed: Probe,
 }
 
 impl BucketScanExec {
@@ -126,7 +126,7 @@ impl BucketScanExec {
             fetched: None,
             pushed_filter: None,
             pushed_predicate: None,
-            probed_by_join: false,
+            probed: Probe::Later,
         })
     }
 
@@ -183,7 +183,7 @@ impl BucketScanExec {
         )?;
         scan.pushed_filter = self.pushed_filter.clone();
         scan.pushed_predicate = self.pushed_predicate.clone();
-        scan.probed_by_join = self.probed_by_join;
+        scan.probed = self.probed;
         Ok(scan)
     }
 
@@ -225,7 +225,7 @@ impl BucketScanExec {
     /// straight away (`joins_above`), or when `datafusion.execution.parquet.pushdown_filters`
     /// is off, as the decoder then filters none.
     fn sieve(&self, partition: usize, context: &TaskContext) -> Option<Arc<sieve::Sieve>> {
-        if self.probed_by_join
+        if self.probed != Probe::Later
             || !context
                 .session_config()
                 .options()
