@@ -109,3 +109,104 @@ fn passes_rows_through(plan: &dyn ExecutionPlan) -> bool {
             "CoalesceBatchesExec" | "CooperativeExec" | "BufferExec"
         )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::common::{JoinType, NullEquality};
+    use datafusion::logical_expr::Operator;
+    use datafusion::physical_expr::expressions::{col, lit, BinaryExpr};
+    use datafusion::physical_expr::Partitioning;
+    use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode, PhysicalGroupBy};
+    use datafusion::physical_plan::joins::PartitionMode;
+
+    fn scan() -> Arc<dyn ExecutionPlan> {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
+        let scan =
+            BucketScanExec::try_new(schema, 1, None, Arc::default(), vec![], Default::default());
+        Arc::new(scan.unwrap())
+    }
+
+    fn join(
+        build: Arc<dyn ExecutionPlan>,
+        probe: Arc<dyn ExecutionPlan>,
+    ) -> Arc<dyn ExecutionPlan> {
+        let on = vec![(
+            col("k", &build.schema()).unwrap(),
+            col("k", &probe.schema()).unwrap(),
+        )];
+        let join = HashJoinExec::try_new(
+            build,
+            probe,
+            on,
+            None,
+            &JoinType::Inner,
+            Some(vec![0]),
+            PartitionMode::CollectLeft,
+            NullEquality::NullEqualsNothing,
+            false,
+        );
+        Arc::new(join.unwrap())
+    }
+
+    /// The scans' marks, in the order the plan's tree lists them (depth first, left first).
+    fn marks(plan: &Arc<dyn ExecutionPlan>) -> Vec<Probe> {
+        if let Some(scan) = plan.downcast_ref::<BucketScanExec>() {
+            return vec![scan.probed];
+        }
+        plan.children().into_iter().flat_map(marks).collect()
+    }
+
+    fn optimized(plan: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
+        JoinsAboveScans
+            .optimize(plan, &ConfigOptions::new())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_join_probes_its_right_input_straight_through_filters_and_repartitions() {
+        let probe = scan();
+        let predicate =
+            BinaryExpr::new(col("k", &probe.schema()).unwrap(), Operator::Gt, lit(3i64));
+        let filtered = Arc::new(FilterExec::try_new(Arc::new(predicate), probe).unwrap());
+        let plan = optimized(join(scan(), filtered));
+        assert_eq!(marks(&plan), [Probe::Later, Probe::Straight]);
+
+        let hashed = Partitioning::Hash(vec![col("k", &scan().schema()).unwrap()], 2);
+        let repartitioned = Arc::new(RepartitionExec::try_new(scan(), hashed).unwrap());
+        let plan = optimized(join(scan(), repartitioned));
+        assert_eq!(marks(&plan), [Probe::Later, Probe::Repartitioned]);
+    }
+
+    #[test]
+    fn rows_that_cross_an_aggregate_or_a_build_first_are_probed_later() {
+        // The probe side aggregates the scan's rows before the join sees them.
+        let input = scan();
+        let group =
+            PhysicalGroupBy::new_single(vec![(col("k", &input.schema()).unwrap(), "k".into())]);
+        let schema = input.schema();
+        let aggregate =
+            AggregateExec::try_new(AggregateMode::Single, group, vec![], vec![], input, schema);
+        let plan = optimized(join(scan(), Arc::new(aggregate.unwrap())));
+        assert_eq!(marks(&plan), [Probe::Later, Probe::Later]);
+
+        // A join builds the next one's table: its own probe side is still Straight, and
+        // the outer join probes its right scan straight away.
+        let inner = join(scan(), scan());
+        let plan = optimized(join(inner, scan()));
+        assert_eq!(
+            marks(&plan),
+            [Probe::Later, Probe::Straight, Probe::Straight]
+        );
+    }
+
+    #[test]
+    fn marking_again_changes_nothing() {
+        let plan = optimized(join(scan(), scan()));
+        let again = JoinsAboveScans
+            .optimize(Arc::clone(&plan), &ConfigOptions::new())
+            .unwrap();
+        assert!(Arc::ptr_eq(&plan, &again), "a marked plan was rebuilt");
+    }
+}
