@@ -5,6 +5,8 @@
 mod cache;
 mod calibrate;
 mod catalog;
+#[cfg(target_os = "linux")]
+mod code_pages;
 mod output;
 mod progress;
 mod sessions;
@@ -260,6 +262,8 @@ fn blocking_threads(workers: usize) -> usize {
 }
 
 fn main() -> ExitCode {
+    #[cfg(target_os = "linux")]
+    code_pages::keep_cached();
     let cli = Cli::parse();
     let threads = match &cli.command {
         Some(Command::Query(args) | Command::Explain(args)) => args.threads,
