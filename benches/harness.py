@@ -104,9 +104,10 @@ def installed(binary):
     """A fresh copy of `binary`, out of the page cache, which the bench runs.
 
     A user runs an installed command (`cargo install` copies it), and after a reboot its first
-    process reads it back. The linker's own output sits in the page cache as the linker wrote
-    it, in 4 KiB pages, and every process of it spends about 5 ms more mapping its code
-    (docs/decisions.md, "The command keeps its own code cached in large folios").
+    process reads it back. A build that sat for a while is in no such state: the pages of its
+    code that the kernel dropped and faults brought back are cached small, and each process of
+    it spends milliseconds more mapping its code (docs/decisions.md, "The command keeps its
+    own code cached in large folios").
     """
     kind = "debug" if "/debug/" in binary else "release"
     folder = os.path.join(data.ROOT, "bench-bin", kind)

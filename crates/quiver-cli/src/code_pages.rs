@@ -3,18 +3,15 @@
 //! `quiver` is a 150 MB executable, and one query runs code from all over its 96 MB of text.
 //! When the kernel reads that code back through page faults (the first run after a reboot,
 //! or after memory pressure dropped some of it), it caches the file in 4 KiB pages, and every
-//! later process spends about 5 ms of a 12 ms start mapping them, 16 to a fault. Read through
-//! a mapping with `MADV_HUGEPAGE`, the same file is cached in 2 MiB folios that a fault maps
-//! whole: `SELECT 1` takes 7 ms from first exec to exit (docs/decisions.md, "The command keeps
-//! its own code cached in large folios").
+//! later process spends milliseconds mapping them, 16 to a fault. Read through a mapping with
+//! `MADV_HUGEPAGE`, the same file is cached in 2 MiB folios that a fault maps whole
+//! (docs/decisions.md, "The command keeps its own code cached in large folios").
 //!
 //! So when much of the mapped file is out of the page cache, the command reads all of it that
-//! way before it does anything else (the first run after a reboot: 0.1 s more, once); when
-//! it is in, this costs a sample of `mincore` calls. It is done first, not beside the query, because
-//! the pages the query faults in meanwhile would be cached small, and those are the ones
-//! every run needs. Pages already cached stay as they are: a linker writes its output through
-//! a mapping, in 4 KiB pages, so an installed copy (`cargo install`) starts faster than
-//! `target/release/quiver` itself.
+//! way before it does anything else (the first run after a reboot: 0.1 s more, once); when it
+//! is in, this costs a sample of `mincore` calls. It is done first, not beside the query,
+//! because the pages the query faults in meanwhile would be cached small, and those are the
+//! ones every run needs. Pages already cached stay as they are.
 
 use std::fs::File;
 use std::io::Read;
