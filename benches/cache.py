@@ -26,14 +26,16 @@ class PageCache:
     def evict(self, paths):
         if self.method == "fadvise":
             for path in paths:
-                _fadvise(path)
+                drop_from_page_cache(path)
         elif self.method == "drop_caches":
             _drop_caches()
 
 
-def _fadvise(path):
+def drop_from_page_cache(path):
+    """The file's pages out of the page cache; written back first, as dirty pages stay."""
     fd = os.open(path, os.O_RDONLY)
     try:
+        os.fsync(fd)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
@@ -64,7 +66,7 @@ def _probe(folder):
         if _resident_bytes(f.name) is None:
             return "fadvise", ("cold runs: data files evicted from the page cache with "
                                "posix_fadvise(DONTNEED) before each run (not verified: no fincore)")
-        _fadvise(f.name)
+        drop_from_page_cache(f.name)
         if _resident_bytes(f.name) == 0:
             return "fadvise", ("cold runs: data files evicted from the page cache with "
                                "posix_fadvise(DONTNEED) before each run (checked with fincore)")

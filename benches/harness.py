@@ -25,7 +25,7 @@ sys.path[0] = REPO
 sys.path.insert(1, os.path.join(REPO, "tests"))
 
 from benches import data, engines, measure, report  # noqa: E402
-from benches.cache import PageCache  # noqa: E402
+from benches.cache import PageCache, drop_from_page_cache  # noqa: E402
 from benches.scenarios import PENDING, SCENARIOS  # noqa: E402
 
 RESULTS = os.path.join(REPO, "benches", "results")
@@ -116,12 +116,7 @@ def installed(binary):
     fresh = copy + ".new"
     shutil.copyfile(binary, fresh)
     os.chmod(fresh, 0o755)
-    fd = os.open(fresh, os.O_RDONLY)
-    try:
-        os.fsync(fd)  # written back, so that its pages can be dropped
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+    drop_from_page_cache(fresh)
     os.replace(fresh, copy)
     return copy
 

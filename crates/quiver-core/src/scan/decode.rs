@@ -27,7 +27,7 @@ use super::input::BucketInput;
 use super::key_share::keeps_few;
 use super::late::{is_wide, Late};
 use super::reader::BucketReaderFactory;
-use super::{BucketScanExec, Probe};
+use super::BucketScanExec;
 use crate::error::QuiverError;
 
 impl BucketScanExec {
@@ -115,9 +115,8 @@ impl BucketScanExec {
     ) -> Result<Option<Arc<dyn PhysicalExpr>>> {
         match &self.pushed_filter {
             Some(filter) if config.execution.parquet.pushdown_filters => {
-                let straight = self.probed == Probe::Straight;
                 let pays = |now: &Arc<dyn PhysicalExpr>| {
-                    keeps_few(now, decoding, metadata, row_groups, straight)
+                    keeps_few(now, decoding, metadata, row_groups, self.probed)
                 };
                 crate::pushdown::decodable(filter, &self.schema(), decoding, pays)
             }

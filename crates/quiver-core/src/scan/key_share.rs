@@ -23,6 +23,8 @@ use datafusion::physical_expr::PhysicalExpr;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::file::metadata::ParquetMetaData;
 
+use super::Probe;
+
 /// A list of keys that keeps more than this share of the rows stays with the join. Below
 /// it the rows it drops pay for the decoder's work: TPC-DS q24's store_sales keeps a third
 /// of its rows by their stores, and dropping the rest before they were repartitioned and
@@ -33,28 +35,29 @@ const KEEP_AT_MOST: f64 = 0.5;
 /// (`joins_above`): there the rows a list drops would cost the join one lookup each, no
 /// repartition's hashing and copying (TPC-DS q24's store_sales, repartitioned before its
 /// join, lost 7% with its list of a third of the stores left to the join), and where its
-/// rows lie scattered
-/// the decoder still decodes their pages whole and then filters every column. TPC-DS q88's
-/// store_sales keeps one store's rows (a tenth of the key's range) and goes straight into
-/// a join: a warm statement took 0.32-0.34 s with the list in the decoder and 0.22-0.25 s
-/// without it (DataFusion 0.25 s). A month's or a quarter's dates (2-5% of the range) still
-/// pay there: at 1/64 instead, q80, q61, q98, q25 and q17 took 1.3-1.9x as long.
+/// rows lie scattered the decoder still decodes their pages whole and then filters every
+/// column. TPC-DS q88's store_sales keeps one store's rows (a tenth of the key's range) and
+/// goes straight into a join: a warm statement took 0.32-0.34 s with the list in the
+/// decoder and 0.22-0.25 s without it (DataFusion 0.25 s). A month's or a quarter's dates
+/// (2-5% of the range) still pay there: at 1/64 instead, q80, q61, q98, q25 and q17 took
+/// 1.3-1.9x as long.
 const PROBED_KEEP_AT_MOST: f64 = 1.0 / 16.0;
 
 /// Whether `filter` (a join's filter as the decoder would evaluate it over `decoding`)
 /// keeps few enough of the rows of `row_groups` in `metadata` to pay in the decoder: false
 /// only where each of its lists is known to keep more than `KEEP_AT_MOST` (or
-/// `PROBED_KEEP_AT_MOST` where a join probes the scan's rows `straight` away).
+/// `PROBED_KEEP_AT_MOST` where a join `probed` the scan's rows straight away).
 pub(super) fn keeps_few(
     filter: &Arc<dyn PhysicalExpr>,
     decoding: &Schema,
     metadata: &ParquetMetaData,
     row_groups: &[usize],
-    straight: bool,
+    probed: Probe,
 ) -> bool {
-    let at_most = match straight {
-        true => PROBED_KEEP_AT_MOST,
-        false => KEEP_AT_MOST,
+    let at_most = if probed == Probe::Straight {
+        PROBED_KEEP_AT_MOST
+    } else {
+        KEEP_AT_MOST
     };
     let mut shares = Vec::new();
     let walked = filter.apply(|e| {
@@ -185,27 +188,39 @@ mod tests {
         let both = [0, 1];
         // 12 keys of 1,000: 1.2%.
         let twelve = keys_filter(&schema, 1..=12);
-        assert!(keeps_few(&twelve, &schema, &metadata, &both, false));
+        assert!(keeps_few(&twelve, &schema, &metadata, &both, Probe::Later));
         // 300 of 1,000 (30%) still pays; 600 (60%) does not, nor 300 of the first row
         // group's 500.
         let third = keys_filter(&schema, (1..=300).map(|k| k * 3));
-        assert!(keeps_few(&third, &schema, &metadata, &both, false));
+        assert!(keeps_few(&third, &schema, &metadata, &both, Probe::Later));
         let many = keys_filter(&schema, 1..=600);
-        assert!(!keeps_few(&many, &schema, &metadata, &both, false));
+        assert!(!keeps_few(&many, &schema, &metadata, &both, Probe::Later));
         assert!(!keeps_few(
             &keys_filter(&schema, 1..=300),
             &schema,
             &metadata,
             &[0],
-            false
+            Probe::Later
         ));
         // Where a join probes the scan straight away, 1.2% still pays, 30% does not.
-        assert!(keeps_few(&twelve, &schema, &metadata, &both, true));
-        assert!(!keeps_few(&third, &schema, &metadata, &both, true));
+        assert!(keeps_few(
+            &twelve,
+            &schema,
+            &metadata,
+            &both,
+            Probe::Straight
+        ));
+        assert!(!keeps_few(
+            &third,
+            &schema,
+            &metadata,
+            &both,
+            Probe::Straight
+        ));
         // Keys beyond the row groups' range keep nothing there: 20 of the first 500.
         let beyond = keys_filter(&schema, 481..=980);
-        assert!(keeps_few(&beyond, &schema, &metadata, &[0], false));
-        assert!(!keeps_few(&beyond, &schema, &metadata, &[1], false));
+        assert!(keeps_few(&beyond, &schema, &metadata, &[0], Probe::Later));
+        assert!(!keeps_few(&beyond, &schema, &metadata, &[1], Probe::Later));
     }
 
     #[test]
@@ -214,12 +229,12 @@ mod tests {
         let names = (1..=900).map(|i| lit(format!("n{i}"))).collect();
         let name = in_list(col("name", &schema).unwrap(), names, &false, &schema).unwrap();
         assert!(
-            keeps_few(&name, &schema, &metadata, &[0, 1], true),
+            keeps_few(&name, &schema, &metadata, &[0, 1], Probe::Straight),
             "text keys"
         );
         let all = keys_filter(&schema, 1..=1000);
         assert!(
-            keeps_few(&all, &schema, &metadata, &[7], false),
+            keeps_few(&all, &schema, &metadata, &[7], Probe::Later),
             "no such row group"
         );
         let bounds = binary(
@@ -229,7 +244,7 @@ mod tests {
             &schema,
         );
         assert!(
-            keeps_few(&bounds.unwrap(), &schema, &metadata, &[0], true),
+            keeps_few(&bounds.unwrap(), &schema, &metadata, &[0], Probe::Straight),
             "no list"
         );
     }
