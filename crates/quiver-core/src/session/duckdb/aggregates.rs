@@ -29,6 +29,7 @@ pub fn register(context: &SessionContext) {
         Arc::new(vec![DataType::Float64]),
     ));
     context.register_udaf(AggregateUDF::new_from_impl(Histogram::default()));
+    context.register_udaf(super::decimal_avg::udaf());
     let values = DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true)));
     context.register_udaf(create_udaf(
         "mad",

@@ -8,7 +8,7 @@
 //! macros; identifiers: case-insensitive names; literals: timestamps' offsets and seconds;
 //! precedence: `^` above `*`); a planner for operators (operators: `/`, `//`, `^`); and an
 //! analyzer rule for what depends on types (typed: casts to integers round, `length` and
-//! `concat` of lists); and functions DataFusion lacks (vectors: dot products, cosines; and
+//! `concat` of lists, `avg` of a DECIMAL as decimal_avg sums it); and functions DataFusion lacks (vectors: dot products, cosines; and
 //! row_functions, which text, numbers, bytes, lists and hashes fill: distances, graphemes,
 //! paths, printf, hex and base64, list positions and masks, struct fields, DuckDB's hash;
 //! aggregates: product).
@@ -19,6 +19,7 @@ pub mod asof;
 mod bytes;
 pub mod clauses;
 pub mod columns;
+mod decimal_avg;
 pub mod dialect;
 pub mod from_first;
 pub mod function_names;

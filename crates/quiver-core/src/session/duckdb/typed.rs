@@ -7,7 +7,10 @@
 //!   DECIMAL's away from zero (`CAST(2.5 AS INT)` is 3);
 //! - `length(list)` (and `len`) counts its elements, where DataFusion measures the list's text;
 //! - `concat` of lists is a list, where DataFusion makes a string of them;
-//! - `avg` of a DECIMAL is a DOUBLE, where DataFusion's is a truncated DECIMAL.
+//! - `avg` of a DECIMAL is a DOUBLE (also over a window), where DataFusion's is a truncated
+//!   DECIMAL.
+
+use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
@@ -18,8 +21,12 @@ use datafusion::functions::math::expr_fn::{abs, round, trunc};
 use datafusion::functions_nested::expr_fn::{array_concat, array_length};
 use datafusion::logical_expr::expr::{Cast, TryCast};
 use datafusion::logical_expr::utils::merge_schema;
-use datafusion::logical_expr::{cast, lit, when, Expr, ExprSchemable, LogicalPlan};
+use datafusion::logical_expr::{
+    cast, lit, when, Expr, ExprSchemable, LogicalPlan, WindowFunctionDefinition,
+};
 use datafusion::optimizer::AnalyzerRule;
+
+use super::decimal_avg;
 
 #[derive(Debug)]
 pub struct DuckDbTypedMeanings;
@@ -31,7 +38,9 @@ impl AnalyzerRule for DuckDbTypedMeanings {
             plan.map_expressions(|expr| {
                 expr.transform_up(|e| match e {
                     Expr::ScalarFunction(_) => of_lists(e, &schema),
-                    Expr::AggregateFunction(_) => average_as_double(e, &schema),
+                    Expr::AggregateFunction(_) | Expr::WindowFunction(_) => {
+                        average_as_double(e, &schema)
+                    }
                     e => rounded(e, &schema),
                 })
             })
@@ -44,22 +53,45 @@ impl AnalyzerRule for DuckDbTypedMeanings {
     }
 }
 
-/// `avg` of a DECIMAL as a DOUBLE, as DuckDB's is: DataFusion's keeps a decimal of four more
-/// digits, truncated (`avg` of 1.5, 2.0 and 3.5 is 2.33333, not 2.333333333333333).
+/// `avg` of a DECIMAL as a DOUBLE, as DuckDB's is, in a GROUP BY and over a window alike:
+/// DataFusion's keeps a decimal of four more digits, truncated (`avg` of 1.5, 2.0 and 3.5 is
+/// 2.33333, not 2.333333333333333). The exact sum divided at the end where it fits 128
+/// bits, else the average of DOUBLEs.
 fn average_as_double(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
-    let Expr::AggregateFunction(call) = &expr else {
-        return Ok(Transformed::no(expr));
+    let (func, args, distinct) = match &expr {
+        Expr::AggregateFunction(call) => (&call.func, &call.params.args, call.params.distinct),
+        Expr::WindowFunction(window) => match &window.fun {
+            WindowFunctionDefinition::AggregateUDF(func) => {
+                (func, &window.params.args, window.params.distinct)
+            }
+            WindowFunctionDefinition::WindowUDF(_) => return Ok(Transformed::no(expr)),
+        },
+        _ => return Ok(Transformed::no(expr)),
     };
-    let args = &call.params.args;
-    if call.func.name() != "avg"
-        || args.len() != 1
-        || !typed_as(&args[0], schema, DataType::is_decimal)
+    if func.name() != "avg" || args.len() != 1 || !typed_as(&args[0], schema, DataType::is_decimal)
     {
         return Ok(Transformed::no(expr));
     }
-    let mut call = call.clone();
-    call.params.args[0] = cast(call.params.args[0].clone(), DataType::Float64);
-    Ok(Transformed::yes(Expr::AggregateFunction(call)))
+    let exact = !distinct && typed_as(&args[0], schema, decimal_avg::averages);
+    let (func, args) = if exact {
+        (Arc::new(decimal_avg::udaf()), args.clone())
+    } else {
+        (
+            Arc::clone(func),
+            vec![cast(args[0].clone(), DataType::Float64)],
+        )
+    };
+    Ok(Transformed::yes(match expr {
+        Expr::AggregateFunction(mut call) => {
+            (call.func, call.params.args) = (func, args);
+            Expr::AggregateFunction(call)
+        }
+        Expr::WindowFunction(mut window) => {
+            (window.fun, window.params.args) = (WindowFunctionDefinition::AggregateUDF(func), args);
+            Expr::WindowFunction(window)
+        }
+        _ => unreachable!("matched above"),
+    }))
 }
 
 /// Whether `expr`'s type, when it can be told, is of the `kind` asked.
