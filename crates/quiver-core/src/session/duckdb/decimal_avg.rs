@@ -206,26 +206,20 @@ struct Means {
 }
 
 impl Means {
-    /// Adds `count(row)` and `sum(row)` to the group of each row the filter keeps.
-    fn add(
-        &mut self,
-        groups: &[usize],
-        filter: Option<&BooleanArray>,
-        total_groups: usize,
-        valid: impl Fn(usize) -> bool,
-        count: impl Fn(usize) -> u64,
-        sum: impl Fn(usize) -> i128,
-    ) {
+    fn grow(&mut self, total_groups: usize) {
         self.sums.resize(total_groups, 0);
         self.counts.resize(total_groups, 0);
-        let kept = |row: usize| filter.is_none_or(|f| f.is_valid(row) && f.value(row));
-        for (row, &group) in groups.iter().enumerate() {
-            if valid(row) && kept(row) {
-                self.sums[group] = self.sums[group].wrapping_add(sum(row));
-                self.counts[group] += count(row);
-            }
-        }
     }
+
+    fn add(&mut self, group: usize, sum: i128, count: u64) {
+        self.sums[group] = self.sums[group].wrapping_add(sum);
+        self.counts[group] += count;
+    }
+}
+
+/// Whether `row` passes an aggregate's FILTER (a NULL does not).
+fn kept(filter: Option<&BooleanArray>, row: usize) -> bool {
+    filter.is_none_or(|f| f.is_valid(row) && f.value(row))
 }
 
 impl GroupsAccumulator for Means {
@@ -238,25 +232,27 @@ impl GroupsAccumulator for Means {
     ) -> Result<()> {
         let values = values[0].as_primitive::<Decimal128Type>();
         let unscaled = values.values();
-        if values.null_count() == 0 && filter.is_none() {
-            // The common case, without a test per row.
-            self.sums.resize(total_groups, 0);
-            self.counts.resize(total_groups, 0);
-            for (&group, &value) in groups.iter().zip(unscaled.iter()) {
-                self.sums[group] = self.sums[group].wrapping_add(value);
-                self.counts[group] += 1;
+        self.grow(total_groups);
+        // Without a FILTER, only the rows that hold a value are visited, by their bits.
+        match (values.nulls(), filter) {
+            (None, None) => {
+                for (&group, &value) in groups.iter().zip(unscaled.iter()) {
+                    self.add(group, value, 1);
+                }
             }
-            return Ok(());
+            (Some(nulls), None) => {
+                for row in nulls.valid_indices() {
+                    self.add(groups[row], unscaled[row], 1);
+                }
+            }
+            (_, Some(filter)) => {
+                for (row, &group) in groups.iter().enumerate() {
+                    if values.is_valid(row) && kept(Some(filter), row) {
+                        self.add(group, unscaled[row], 1);
+                    }
+                }
+            }
         }
-        let valid = |row| values.is_valid(row);
-        self.add(
-            groups,
-            filter,
-            total_groups,
-            valid,
-            |_| 1,
-            |row| unscaled[row],
-        );
         Ok(())
     }
 
@@ -268,11 +264,12 @@ impl GroupsAccumulator for Means {
     ) -> Result<()> {
         let counts = states[0].as_primitive::<UInt64Type>();
         let sums = states[1].as_primitive::<Decimal128Type>();
-        let valid = |row| counts.is_valid(row) && sums.is_valid(row);
-        let count = |row| counts.value(row);
-        self.add(groups, None, total_groups, valid, count, |row| {
-            sums.value(row)
-        });
+        self.grow(total_groups);
+        for (row, &group) in groups.iter().enumerate() {
+            if counts.is_valid(row) && sums.is_valid(row) {
+                self.add(group, sums.value(row), counts.value(row));
+            }
+        }
         Ok(())
     }
 
@@ -300,13 +297,11 @@ impl GroupsAccumulator for Means {
         filter: Option<&BooleanArray>,
     ) -> Result<Vec<ArrayRef>> {
         let values = values[0].as_primitive::<Decimal128Type>();
-        let kept = |row: usize| {
-            values.is_valid(row) && filter.is_none_or(|f| f.is_valid(row) && f.value(row))
-        };
+        let counted = |row: usize| values.is_valid(row) && kept(filter, row);
         let counts: UInt64Array = (0..values.len())
-            .map(|row| Some(kept(row) as u64))
+            .map(|row| Some(counted(row) as u64))
             .collect();
-        let sums = (0..values.len()).map(|row| if kept(row) { values.value(row) } else { 0 });
+        let sums = (0..values.len()).map(|row| if counted(row) { values.value(row) } else { 0 });
         Ok(vec![
             Arc::new(counts),
             Arc::new(sum_array(sums.collect(), self.scale)?),
@@ -341,19 +336,16 @@ mod tests {
 
     #[test]
     fn groups_average_the_exact_sum_and_skip_nulls_and_filtered_rows() {
-        let mut means = Means {
-            scale: 2,
-            sums: vec![],
-            counts: vec![],
-        };
-        // 1.50, 2.00, 3.50 in group 0; NULL and a filtered-out 9.99 in group 1; group 2 empty.
+        let mut means = Means { scale: 2, sums: vec![], counts: vec![] };
+        // 1.50, 2.00, 3.50 in group 0; NULL and a filtered-out 9.99 in group 1.
         let values = decimals(&[Some(150), Some(200), None, Some(350), Some(999)], 2);
         let filter = BooleanArray::from(vec![true, true, true, true, false]);
-        means
-            .update_batch(&[values], &[0, 0, 1, 0, 1], Some(&filter), 3)
-            .unwrap();
+        means.update_batch(&[values], &[0, 0, 1, 0, 1], Some(&filter), 3).unwrap();
+        // No filter, a NULL: group 2 gets 1.00 only.
+        let values = decimals(&[None, Some(100), None], 2);
+        means.update_batch(&[values], &[1, 2, 2], None, 3).unwrap();
         let averages = means.evaluate(EmitTo::All).unwrap();
-        assert_eq!(floats(&averages), vec![Some(7.0 / 3.0), None, None]);
+        assert_eq!(floats(&averages), vec![Some(7.0 / 3.0), None, Some(1.0)]);
     }
 
     #[test]
