@@ -123,11 +123,7 @@ impl AggregateUDFImpl for DecimalAverage {
         args: AccumulatorArgs,
     ) -> Result<Box<dyn GroupsAccumulator>> {
         let scale = scale_of(args.expr_fields[0].data_type())?;
-        Ok(Box::new(Means {
-            scale,
-            sums: vec![],
-            counts: vec![],
-        }))
+        Ok(Box::new(Means::new(scale)))
     }
 
     fn reverse_expr(&self) -> ReversedUDAF {
@@ -206,6 +202,14 @@ struct Means {
 }
 
 impl Means {
+    fn new(scale: i8) -> Self {
+        Means {
+            scale,
+            sums: vec![],
+            counts: vec![],
+        }
+    }
+
     fn grow(&mut self, total_groups: usize) {
         self.sums.resize(total_groups, 0);
         self.counts.resize(total_groups, 0);
@@ -336,11 +340,13 @@ mod tests {
 
     #[test]
     fn groups_average_the_exact_sum_and_skip_nulls_and_filtered_rows() {
-        let mut means = Means { scale: 2, sums: vec![], counts: vec![] };
+        let mut means = Means::new(2);
         // 1.50, 2.00, 3.50 in group 0; NULL and a filtered-out 9.99 in group 1.
         let values = decimals(&[Some(150), Some(200), None, Some(350), Some(999)], 2);
         let filter = BooleanArray::from(vec![true, true, true, true, false]);
-        means.update_batch(&[values], &[0, 0, 1, 0, 1], Some(&filter), 3).unwrap();
+        means
+            .update_batch(&[values], &[0, 0, 1, 0, 1], Some(&filter), 3)
+            .unwrap();
         // No filter, a NULL: group 2 gets 1.00 only.
         let values = decimals(&[None, Some(100), None], 2);
         means.update_batch(&[values], &[1, 2, 2], None, 3).unwrap();
@@ -351,25 +357,13 @@ mod tests {
     #[test]
     fn partial_states_merge_to_the_same_average() {
         let values = decimals(&[Some(1), Some(2), Some(4), None], 1);
-        let mut left = Means {
-            scale: 1,
-            sums: vec![],
-            counts: vec![],
-        };
+        let mut left = Means::new(1);
         left.update_batch(std::slice::from_ref(&values), &[0, 1, 0, 1], None, 2)
             .unwrap();
         // The same rows as states one by one, as a skipped partial aggregation sends them.
-        let right = Means {
-            scale: 1,
-            sums: vec![],
-            counts: vec![],
-        };
+        let right = Means::new(1);
         let states = right.convert_to_state(&[values], None).unwrap();
-        let mut merged = Means {
-            scale: 1,
-            sums: vec![],
-            counts: vec![],
-        };
+        let mut merged = Means::new(1);
         merged
             .merge_batch(&left.state(EmitTo::All).unwrap(), &[0, 1], 2)
             .unwrap();
