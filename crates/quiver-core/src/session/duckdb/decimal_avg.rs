@@ -15,7 +15,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{
     DataType, Decimal128Type, Field, FieldRef, UInt64Type, DECIMAL128_MAX_PRECISION,
 };
-use datafusion::common::{internal_err, Result, ScalarValue};
+use datafusion::common::{internal_err, plan_err, Result, ScalarValue};
 use datafusion::functions_aggregate::average::avg_udaf;
 use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
@@ -62,8 +62,13 @@ impl AggregateUDFImpl for DecimalAverage {
         &self.signature
     }
 
-    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Float64)
+    // Called by name, it takes only what `avg` would give it: a plan error, not an internal
+    // one at run time, and no sum that could overflow.
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        match arg_types {
+            [t] if averages(t) => Ok(DataType::Float64),
+            _ => plan_err!("{NAME} averages DECIMALs of at most 25 digits; write avg(...)"),
+        }
     }
 
     fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {
@@ -394,5 +399,9 @@ mod tests {
         assert!(averages(&DataType::Decimal128(15, 2)));
         assert!(!averages(&DataType::Decimal128(38, 10)));
         assert!(!averages(&DataType::Float64));
+        // Called by name over anything else: a plan error that says what to write.
+        let wide = udaf().return_type(&[DataType::Decimal128(38, 10)]);
+        assert!(wide.unwrap_err().to_string().contains("write avg"));
+        assert!(udaf().return_type(&[DataType::Utf8]).is_err());
     }
 }

@@ -8,10 +8,10 @@
 //! macros; identifiers: case-insensitive names; literals: timestamps' offsets and seconds;
 //! precedence: `^` above `*`); a planner for operators (operators: `/`, `//`, `^`); and an
 //! analyzer rule for what depends on types (typed: casts to integers round, `length` and
-//! `concat` of lists, `avg` of a DECIMAL as decimal_avg sums it); and functions DataFusion lacks (vectors: dot products, cosines; and
-//! row_functions, which text, numbers, bytes, lists and hashes fill: distances, graphemes,
-//! paths, printf, hex and base64, list positions and masks, struct fields, DuckDB's hash;
-//! aggregates: product).
+//! `concat` of lists, `avg` of a DECIMAL as decimal_avg sums it); and functions DataFusion
+//! lacks (vectors: dot products, cosines; and row_functions, which text, numbers, bytes,
+//! lists and hashes fill: distances, graphemes, paths, printf, hex and base64, list
+//! positions and masks, struct fields, DuckDB's hash; aggregates: product).
 //! What differs, and why DuckDB's meaning wins, is listed in docs/decisions.md.
 
 pub mod aggregates;
