@@ -27,11 +27,7 @@ pub fn keep_cached() {
 
 fn read_missing_code() -> std::io::Result<()> {
     let exe = std::env::current_exe()?;
-    let maps = read_maps()?;
-    let regions: Vec<Region> = maps
-        .lines()
-        .filter_map(|line| Region::parse(line, &exe))
-        .collect();
+    let regions = code_regions(&exe)?;
     if missing_share(&regions) <= MISSING_AT_MOST {
         return Ok(());
     }
@@ -69,12 +65,16 @@ fn missing_share(regions: &[Region]) -> f64 {
     missing as f64 / sampled.max(1) as f64
 }
 
-/// /proc/self/maps in one read where it fits (a few KiB), not the dozens of small reads
-/// `read_to_string` makes of a file whose size reads as 0.
-fn read_maps() -> std::io::Result<String> {
-    let mut text = String::with_capacity(1 << 16);
-    File::open("/proc/self/maps")?.read_to_string(&mut text)?;
-    Ok(text)
+/// The read-only mappings of `exe` in this process, from /proc/self/maps read in one go
+/// where it fits (a few KiB), not in the dozens of small reads `read_to_string` makes of a
+/// file whose size reads as 0.
+fn code_regions(exe: &Path) -> std::io::Result<Vec<Region>> {
+    let mut maps = String::with_capacity(1 << 16);
+    File::open("/proc/self/maps")?.read_to_string(&mut maps)?;
+    Ok(maps
+        .lines()
+        .filter_map(|line| Region::parse(line, exe))
+        .collect())
 }
 
 /// One read-only mapping of the executable in this process.
@@ -185,11 +185,7 @@ mod tests {
     #[test]
     fn the_running_test_binary_is_found_and_cached_after_a_populate() {
         let exe = std::env::current_exe().unwrap();
-        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        let regions: Vec<Region> = maps
-            .lines()
-            .filter_map(|line| Region::parse(line, &exe))
-            .collect();
+        let regions = code_regions(&exe).unwrap();
         assert!(
             regions.iter().any(|r| r.len > 0),
             "no mapping of {exe:?} in /proc/self/maps"
