@@ -31,7 +31,7 @@ use sessions::{apply_settings, new_session, query_session};
 
 /// mimalloc (see `quiver_core::allocator`).
 #[global_allocator]
-static ALLOCATOR: quiver_core::allocator::MiMalloc = quiver_core::allocator::MiMalloc;
+static ALLOCATOR: quiver_core::allocator::Allocator = quiver_core::allocator::Allocator;
 
 const EXAMPLES: &str = "\
 Examples:

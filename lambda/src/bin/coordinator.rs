@@ -13,7 +13,7 @@ use serde_json::Value;
 
 /// mimalloc (see `quiver_core::allocator`).
 #[global_allocator]
-static ALLOCATOR: quiver_core::allocator::MiMalloc = quiver_core::allocator::MiMalloc;
+static ALLOCATOR: quiver_core::allocator::Allocator = quiver_core::allocator::Allocator;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

@@ -12,7 +12,7 @@ use quiver_lambda_executor::protocol::{WorkerRequest, WorkerResponse};
 
 /// mimalloc (see `quiver_core::allocator`).
 #[global_allocator]
-static ALLOCATOR: quiver_core::allocator::MiMalloc = quiver_core::allocator::MiMalloc;
+static ALLOCATOR: quiver_core::allocator::Allocator = quiver_core::allocator::Allocator;
 
 async fn injected_fault(worker: usize) -> Result<(), Error> {
     let Some(path) = quiver_lambda_executor::env("QUIVER_FAULT_FILE") else {
