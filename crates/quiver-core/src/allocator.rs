@@ -87,16 +87,19 @@ fn populate_for_writing(block: *mut u8, len: usize) {
 #[cfg(not(target_os = "linux"))]
 fn populate_for_writing(_block: *mut u8, _len: usize) {}
 
-/// Under a memory limit below this, freed pages go back to the system at once: mimalloc's
-/// 10 ms delay kept 150 MB of freed pages resident in a sort of SF 1 lineitem under a 256 MB
-/// limit (peak RSS 508 MB, 351 MB purging at once, for 13% more time). Above it, the time
-/// matters more than the pages.
+/// Under a memory limit below this, freed pages go back to the system at once: a purge
+/// delay kept 150 MB of freed pages resident in a sort of SF 1 lineitem under a 256 MB limit
+/// (peak RSS 508 MB, 351 MB purging at once, for 13% more time). Above it, the time matters
+/// more than the pages.
 pub const PURGE_AT_ONCE_BELOW: u64 = 4 << 30;
 
 /// `mi_option_purge_delay`: its place in mimalloc's option enum, the same in v2 and v3.
 const MI_OPTION_PURGE_DELAY: c_int = 15;
-/// mimalloc's default purge delay, in milliseconds.
-const DEFAULT_PURGE_DELAY_MS: c_long = 10;
+/// mimalloc's default purge delay (v3), in milliseconds. A shorter one (10 ms, v2's) gave
+/// back the pages a statement had freed before the next one, or the next batch, asked for
+/// them again: a session running TPC-DS q47 four times took 178k page faults and 2.48 s,
+/// 60k and 2.23 s at 1 s (docs/decisions.md).
+const DEFAULT_PURGE_DELAY_MS: c_long = 1000;
 
 extern "C" {
     fn mi_option_set(option: c_int, value: c_long);
