@@ -19,6 +19,8 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::ptr;
 
+use quiver_core::allocator::page_size;
+
 /// Reads what of the executable is not cached, before the command does anything else;
 /// never fails (without /proc or on a kernel before 5.14 it only loses the speed).
 pub fn keep_cached() {
@@ -152,11 +154,6 @@ fn populate_in_huge_folios(file: &File, len: usize) -> std::io::Result<()> {
             Err(error)
         }
     }
-}
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
 }
 
 #[cfg(test)]

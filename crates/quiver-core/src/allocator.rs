@@ -21,6 +21,7 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::{c_int, c_long};
+use std::sync::OnceLock;
 
 use mimalloc::MiMalloc;
 
@@ -68,11 +69,7 @@ unsafe impl GlobalAlloc for Allocator {
 /// and the pages fault in on first touch as before.
 #[cfg(target_os = "linux")]
 fn populate_for_writing(block: *mut u8, len: usize) {
-    // SAFETY: sysconf reads a constant of the process.
-    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
-        size if size > 0 => size as usize,
-        _ => return,
-    };
+    let page = page_size();
     let start = (block as usize).next_multiple_of(page);
     let end = (block as usize + len) / page * page;
     if end > start {
@@ -82,6 +79,12 @@ fn populate_for_writing(block: *mut u8, len: usize) {
             libc::madvise(start as *mut _, end - start, libc::MADV_POPULATE_WRITE);
         }
     }
+}
+
+/// The system's memory page size in bytes (4 KiB where it cannot be read).
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -95,14 +98,20 @@ pub const PURGE_AT_ONCE_BELOW: u64 = 4 << 30;
 
 /// `mi_option_purge_delay`: its place in mimalloc's option enum, the same in v2 and v3.
 const MI_OPTION_PURGE_DELAY: c_int = 15;
-/// mimalloc's default purge delay (v3), in milliseconds. A shorter one (10 ms, v2's) gave
-/// back the pages a statement had freed before the next one, or the next batch, asked for
-/// them again: a session running TPC-DS q47 four times took 178k page faults and 2.48 s,
-/// 60k and 2.23 s at 1 s (docs/decisions.md).
-const DEFAULT_PURGE_DELAY_MS: c_long = 1000;
 
 extern "C" {
+    fn mi_option_get(option: c_int) -> c_long;
     fn mi_option_set(option: c_int, value: c_long);
+}
+
+/// mimalloc's own purge delay (1 s in v3), read before it is first changed. A fixed copy went
+/// stale once: we set v2's 10 ms over v3's default, and each statement of a session gave back
+/// the pages it had freed just before the next asked for them again (TPC-DS q47 four times
+/// in one session: 172k page faults and 2.59 s, 65k and 2.38 s at 1 s; docs/decisions.md).
+fn default_purge_delay() -> c_long {
+    static DEFAULT: OnceLock<c_long> = OnceLock::new();
+    // SAFETY: a plain getter of one of mimalloc's options, safe from any thread.
+    *DEFAULT.get_or_init(|| unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) })
 }
 
 /// Sets how soon mimalloc returns freed pages, for a query under `limit`; a delay set in
@@ -111,8 +120,10 @@ pub fn follow_memory_limit(limit: Option<u64>) {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
         return;
     }
+    // Read before any set: a first limit that purges at once must not become the default.
+    let default = default_purge_delay();
     let at_once = limit.is_some_and(|bytes| bytes < PURGE_AT_ONCE_BELOW);
-    let delay = if at_once { 0 } else { DEFAULT_PURGE_DELAY_MS };
+    let delay = if at_once { 0 } else { default };
     // SAFETY: a plain setter of one of mimalloc's options, safe from any thread.
     unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, delay) }
 }
