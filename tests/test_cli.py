@@ -730,6 +730,23 @@ def test_a_corrupt_page_is_an_error_that_names_the_file(quiver, tmp_path):
     assert "panicked" not in proc.stderr, proc.stderr
 
 
+def test_a_bus_error_is_a_message_not_a_crash(quiver):
+    """Files in the page cache are mapped, and one cut short under a running query raises
+    SIGBUS; the command says what happened instead of dying with the shell's "Bus error".
+    The signal is sent by hand: a truncation that lands mid-read cannot be timed."""
+    import signal
+
+    proc = subprocess.Popen([quiver.path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdin.write(b"SELECT 42 AS answer;\n")
+    proc.stdin.flush()
+    proc.stdout.readline()  # the first statement's table began: the handler is in place
+    proc.send_signal(signal.SIGBUS)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 1, (proc.returncode, stderr)
+    assert b"a file being read was cut short by another program" in stderr, stderr
+
+
 # the memory limit
 
 # About 110 MB of rows to sort: well over the limits set below.

@@ -264,6 +264,8 @@ fn blocking_threads(workers: usize) -> usize {
 fn main() -> ExitCode {
     #[cfg(target_os = "linux")]
     code_pages::keep_cached();
+    #[cfg(unix)]
+    quiver_core::source::mapped::exit_clearly_on_bus_error();
     let cli = Cli::parse();
     let threads = match &cli.command {
         Some(Command::Query(args) | Command::Explain(args)) => args.threads,

@@ -1,5 +1,6 @@
 //! Local disk. Reads are positioned reads on a freshly opened file: no shared handle, no
-//! seek state, so concurrent buckets of one file never interfere. Every file system call
+//! seek state, so concurrent buckets of one file never interfere. A large range already in
+//! the page cache is mapped instead of copied (`mapped`). Every file system call
 //! runs on tokio's blocking pool, off the async threads: a slow disk or a large directory
 //! never stalls the tasks driving other reads.
 
@@ -193,7 +194,14 @@ fn read_range(object: &ObjectMeta, range: Range<u64>) -> Result<Bytes> {
             found: now.version,
         });
     }
-    let buffer = read_exact_at(&file, range.start, (range.end - range.start) as usize);
+    let length = (range.end - range.start) as usize;
+    #[cfg(unix)]
+    if length >= super::mapped::MAP_FROM_BYTES {
+        if let Some(bytes) = super::mapped::resident_range(&file, range.start, length) {
+            return Ok(bytes);
+        }
+    }
+    let buffer = read_exact_at(&file, range.start, length);
     let buffer = buffer.map_err(|e| QuiverError::Read {
         path: path.to_string(),
         start: range.start,

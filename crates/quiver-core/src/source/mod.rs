@@ -10,6 +10,8 @@ mod http;
 mod latency;
 mod listing;
 mod local;
+#[cfg(unix)]
+pub mod mapped;
 mod remote;
 pub mod retry;
 mod s3;
