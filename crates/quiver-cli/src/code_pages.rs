@@ -19,7 +19,7 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::ptr;
 
-use quiver_core::allocator::page_size;
+use quiver_core::allocator::{all_resident, page_size};
 
 /// Reads what of the executable is not cached, before the command does anything else;
 /// never fails (without /proc or on a kernel before 5.14 it only loses the speed).
@@ -111,17 +111,7 @@ impl Region {
     /// Whether every page of `len` bytes at `at` in the region is in the page cache.
     fn cached(&self, at: usize, len: usize) -> bool {
         let len = len.min(self.len.saturating_sub(at));
-        let mut resident = vec![0u8; len.div_ceil(page_size())];
-        // SAFETY: the range lies in a mapping of this process (the region is in
-        // /proc/self/maps) and `resident` holds one byte per page of it.
-        let done = unsafe {
-            libc::mincore(
-                (self.start + at) as *mut libc::c_void,
-                len,
-                resident.as_mut_ptr(),
-            )
-        };
-        done == 0 && resident.iter().all(|&r| r & 1 == 1)
+        all_resident((self.start + at) as *const u8, len)
     }
 }
 

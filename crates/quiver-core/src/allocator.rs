@@ -211,6 +211,16 @@ pub fn page_size() -> usize {
 #[cfg(not(target_os = "linux"))]
 fn populate_for_writing(_block: *mut u8, _len: usize) {}
 
+/// Whether every page of the `len` bytes at `start` (page-aligned) is in memory now: a
+/// mapped file's pages in the page cache, say. False where the range is not mapped.
+pub fn all_resident(start: *const u8, len: usize) -> bool {
+    let mut resident = vec![0u8; len.div_ceil(page_size())];
+    // SAFETY: mincore only reads the page tables into `resident`, one byte per page; an
+    // address outside this process's mappings is its error (ENOMEM), not undefined.
+    let status = unsafe { libc::mincore(start.cast_mut().cast(), len, resident.as_mut_ptr()) };
+    status == 0 && resident.iter().all(|byte| byte & 1 == 1)
+}
+
 /// Under a memory limit below this, freed pages go back to the system at once: a purge
 /// delay kept 150 MB of freed pages resident in a sort of SF 1 lineitem under a 256 MB limit
 /// (peak RSS 508 MB, 351 MB purging at once, for 13% more time). Above it, the time matters

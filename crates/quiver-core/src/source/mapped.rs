@@ -45,17 +45,6 @@ impl Drop for Mapping {
     }
 }
 
-impl Mapping {
-    /// Whether every page of the mapping is in memory now.
-    fn is_resident(&self) -> bool {
-        let page = crate::allocator::page_size();
-        let mut resident = vec![0u8; self.mapped.div_ceil(page)];
-        // SAFETY: `resident` has one byte per page of the mapping.
-        let status = unsafe { libc::mincore(self.base, self.mapped, resident.as_mut_ptr()) };
-        status == 0 && resident.iter().all(|byte| byte & 1 == 1)
-    }
-}
-
 /// `length` bytes of `file` from `offset`, mapped, if they are all in the page cache; None
 /// when they are not (or the file cannot be mapped), for the caller to read them.
 pub fn resident_range(file: &std::fs::File, offset: u64, length: usize) -> Option<Bytes> {
@@ -88,7 +77,8 @@ pub fn resident_range(file: &std::fs::File, offset: u64, length: usize) -> Optio
         skip,
         length,
     };
-    mapping.is_resident().then(|| Bytes::from_owner(mapping))
+    crate::allocator::all_resident(mapping.base.cast(), mapping.mapped)
+        .then(|| Bytes::from_owner(mapping))
 }
 
 /// Ends the process with a message and status 1 on SIGBUS, which a mapped file cut short
