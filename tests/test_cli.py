@@ -4,7 +4,10 @@ import json
 import os
 import re
 import shlex
+import signal
+import struct
 import subprocess
+import sys
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -734,8 +737,6 @@ def test_a_bus_error_is_a_message_not_a_crash(quiver):
     """Files in the page cache are mapped, and one cut short under a running query raises
     SIGBUS; the command says what happened instead of dying with the shell's "Bus error".
     The signal is sent by hand: a truncation that lands mid-read cannot be timed."""
-    import signal
-
     proc = subprocess.Popen([quiver.path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     proc.stdin.write(b"SELECT 42 AS answer;\n")
@@ -751,9 +752,6 @@ def test_the_command_is_linked_for_its_code_to_be_mapped_in_2_mib_pages(quiver):
     """Every loadable segment of the executable has its address equal to its file offset
     modulo 2 MiB (build.rs): only then can the kernel map a 2 MiB folio of cached code with
     one page-table entry. lld's default (4 KiB) put the text 0x201000 off."""
-    import struct
-    import sys
-
     if not sys.platform.startswith("linux"):
         pytest.skip("the alignment is set for Linux builds")
     with open(quiver.path, "rb") as f:
