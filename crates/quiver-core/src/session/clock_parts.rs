@@ -151,24 +151,18 @@ fn clock_part(part: &ScalarValue, array: &ArrayRef) -> Option<ArrayRef> {
     let unquoted = (part.strip_prefix(['\'', '"']))
         .and_then(|p| p.strip_suffix(['\'', '"']))
         .unwrap_or(part);
-    let (seconds, modulus) = match IntervalUnit::from_str(unquoted).ok()? {
-        IntervalUnit::Hour => (3600, 24),
-        IntervalUnit::Minute => (60, 60),
-        IntervalUnit::Second => (1, 60),
+    let part = match IntervalUnit::from_str(unquoted).ok()? {
+        IntervalUnit::Hour => ClockPart::Hour,
+        IntervalUnit::Minute => ClockPart::Minute,
+        IntervalUnit::Second => ClockPart::Second,
         _ => return None,
     };
     let values: Int32Array = match array.data_type() {
         DataType::Timestamp(unit, None) => match unit {
-            TimeUnit::Second => clock::<TimestampSecondType>(array, 1, seconds, modulus),
-            TimeUnit::Millisecond => {
-                clock::<TimestampMillisecondType>(array, 1_000, seconds, modulus)
-            }
-            TimeUnit::Microsecond => {
-                clock::<TimestampMicrosecondType>(array, 1_000_000, seconds, modulus)
-            }
-            TimeUnit::Nanosecond => {
-                clock::<TimestampNanosecondType>(array, 1_000_000_000, seconds, modulus)
-            }
+            TimeUnit::Second => part_in::<TimestampSecondType, 1>(array, part),
+            TimeUnit::Millisecond => part_in::<TimestampMillisecondType, 1_000>(array, part),
+            TimeUnit::Microsecond => part_in::<TimestampMicrosecondType, 1_000_000>(array, part),
+            TimeUnit::Nanosecond => part_in::<TimestampNanosecondType, 1_000_000_000>(array, part),
         }?,
         _ => return None,
     };
@@ -179,23 +173,41 @@ fn clock_part(part: &ScalarValue, array: &ArrayRef) -> Option<ArrayRef> {
 /// from -262143 to 262142): some 253,000 years either way.
 const CALENDAR_SECONDS: i64 = 8_000_000_000_000;
 
-/// `(value / length) mod modulus` of each value, with `length` a part's `seconds` in the
-/// array's units (`per_second`); floored, as a calendar reads a time before 1970.
-fn clock<T: ArrowTimestampType>(
+#[derive(Clone, Copy)]
+enum ClockPart {
+    Hour,
+    Minute,
+    Second,
+}
+
+/// The part of each value of an array `PER_SECOND` of whose units make a second.
+fn part_in<T: ArrowTimestampType, const PER_SECOND: i64>(
     array: &ArrayRef,
-    per_second: i64,
-    seconds: i64,
-    modulus: i64,
+    part: ClockPart,
+) -> Option<Int32Array> {
+    match part {
+        ClockPart::Hour => clock::<T, PER_SECOND, 3600, 24>(array),
+        ClockPart::Minute => clock::<T, PER_SECOND, 60, 60>(array),
+        ClockPart::Second => clock::<T, PER_SECOND, 1, 60>(array),
+    }
+}
+
+/// `(value / length) mod MODULUS` of each value, with `length` a part's `SECONDS` in the
+/// array's units; floored, as a calendar reads a time before 1970. The divisors are
+/// constants, so the compiler multiplies where a division by a variable would take tens of
+/// cycles a value (3.5% of ClickBench q18's samples, 1% with constants).
+fn clock<T: ArrowTimestampType, const PER_SECOND: i64, const SECONDS: i64, const MODULUS: i64>(
+    array: &ArrayRef,
 ) -> Option<Int32Array> {
     let array: &PrimitiveArray<T> = array.as_primitive();
-    let limit = CALENDAR_SECONDS.saturating_mul(per_second).unsigned_abs();
+    let limit = CALENDAR_SECONDS.saturating_mul(PER_SECOND).unsigned_abs();
     // Every slot, NULLs' too: one pass the compiler vectorises, and a stray value only sends
     // the batch to DataFusion's kernel.
     if array.values().iter().any(|v| v.unsigned_abs() > limit) {
         return None;
     }
-    let length = seconds * per_second;
-    Some(array.unary(|v| (v.div_euclid(length).rem_euclid(modulus)) as i32))
+    let length = SECONDS * PER_SECOND;
+    Some(array.unary(|v| (v.div_euclid(length).rem_euclid(MODULUS)) as i32))
 }
 
 #[cfg(test)]
