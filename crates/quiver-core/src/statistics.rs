@@ -5,6 +5,7 @@
 //! over a whole table from the footers.
 
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
+use datafusion::common::stats::Precision;
 use datafusion::common::{ColumnStatistics, Statistics};
 use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataBuilder};
@@ -20,6 +21,15 @@ pub fn kept_row_groups(
     keep: &[bool],
 ) -> Statistics {
     let kept = keep.iter().filter(|&&k| k).count();
+    if columns.fields().is_empty() {
+        // What DataFusion's summary gives for no column (a `count(*)`), without mapping the
+        // footer's Arrow schema once more, as it does every time.
+        let rows = metadata.row_groups().iter().zip(keep).filter(|(_, &k)| k);
+        return Statistics {
+            num_rows: Precision::Exact(rows.map(|(rg, _)| rg.num_rows() as usize).sum()),
+            ..Statistics::default()
+        };
+    }
     let statistics = if kept == metadata.num_row_groups() {
         DFParquetMetadata::statistics_from_parquet_metadata(metadata, columns)
     } else {
@@ -76,7 +86,7 @@ pub fn scan_statistics(
     let merged = Statistics::try_merge_iter(files, file_columns)
         .unwrap_or_else(|_| Statistics::new_unknown(file_columns));
     let num_rows = if files.is_empty() {
-        datafusion::common::stats::Precision::Exact(0)
+        Precision::Exact(0)
     } else {
         merged.num_rows
     };
@@ -161,6 +171,26 @@ mod tests {
         assert_eq!(id.min_value, Precision::Exact(ScalarValue::Int64(Some(0))));
         assert_eq!(id.max_value, Precision::Exact(ScalarValue::Int64(Some(29))));
         assert_eq!(id.null_count, Precision::Exact(0));
+    }
+
+    #[test]
+    fn no_column_counts_the_kept_rows_as_datafusion_does() {
+        let metadata = metadata();
+        let none = Arc::new(Schema::empty());
+        for keep in [
+            [true, true, true],
+            [false, true, true],
+            [false, false, false],
+        ] {
+            let ours = kept_row_groups(&metadata, &stored(), &none, &keep);
+            let rows = 10 * keep.iter().filter(|&&k| k).count();
+            assert_eq!(ours.num_rows, Precision::Exact(rows), "{keep:?}");
+            if keep.iter().all(|&k| k) {
+                let theirs =
+                    DFParquetMetadata::statistics_from_parquet_metadata(&metadata, &none).unwrap();
+                assert_eq!(ours, theirs);
+            }
+        }
     }
 
     #[test]
