@@ -63,8 +63,8 @@ fn walk(dir: &Path, out: &mut Vec<ObjectMeta>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Runs file system work on tokio's blocking pool; inline where no tokio runtime runs
-/// (the browser, which has no local files).
+/// Runs blocking work (a file system call, a footer's parse) on tokio's blocking pool;
+/// inline where no tokio runtime runs (the browser, which has no local files).
 pub(crate) async fn off_async<T: Send + 'static>(
     path: &str,
     work: impl FnOnce() -> Result<T> + Send + 'static,
@@ -76,7 +76,7 @@ pub(crate) async fn off_async<T: Send + 'static>(
             .await
             .map_err(|e| QuiverError::Io {
                 path: path.to_string(),
-                reason: format!("the file system call did not finish: {e}"),
+                reason: format!("the work did not finish: {e}"),
             })?;
     }
     let _ = path;
