@@ -253,7 +253,8 @@ pub fn arrow_schema(path: &str, metadata: &ParquetMetaData) -> Result<Schema> {
 /// keeps). The files of a table mostly share both, and mapping them again (decoding the
 /// hint, visiting every column) was a seventh of a `count(*)` over 100 files; comparing
 /// with a schema mapped before takes microseconds. Files that share a schema share its
-/// `SchemaRef` too, so comparing their schemas later is comparing pointers.
+/// `SchemaRef` too, so comparing their schemas later is comparing pointers. Footers parsed
+/// at once may both miss and map one schema twice: both are kept, which costs a slot.
 #[derive(Debug, Default)]
 struct MappedSchemas(Mutex<VecDeque<KnownSchema>>);
 
