@@ -48,8 +48,8 @@ type FooterCell = Arc<OnceCell<Arc<Footer>>>;
 pub struct Footer {
     pub metadata: Arc<ParquetMetaData>,
     pub encoded_len: u64,
-    /// Its Arrow schema, mapped once (or why it cannot be).
-    schema: OnceLock<MappedSchema>,
+    /// Its Arrow schema, mapped as it was read (or why it cannot be).
+    schema: MappedSchema,
     plain: OnceLock<Option<Arc<PlainDecimals>>>,
     /// What its row groups, all of them, say of the columns a statement read, as the planner
     /// gets them (`statistics`), by those columns and the schema they were read with.
@@ -128,20 +128,14 @@ impl Footer {
         self.page_index.get_or_init(load).await.clone()
     }
 
-    /// The Arrow schema it describes (see `arrow_schema`), mapped once per footer.
+    /// The Arrow schema it describes, mapped as it was read (see `MappedSchemas`).
     pub fn arrow_schema(&self, path: &str) -> Result<SchemaRef> {
-        let mapped = self.schema.get_or_init(|| {
-            arrow_schema(path, &self.metadata)
-                .map(Arc::new)
-                .map_err(|e| match e {
-                    QuiverError::NotParquet { reason, .. } => reason,
-                    other => other.to_string(),
-                })
-        });
-        mapped.clone().map_err(|reason| QuiverError::NotParquet {
-            path: path.to_string(),
-            reason,
-        })
+        self.schema
+            .clone()
+            .map_err(|reason| QuiverError::NotParquet {
+                path: path.to_string(),
+                reason,
+            })
     }
 }
 
@@ -168,7 +162,7 @@ impl FooterCache {
                     Ok::<_, QuiverError>(Arc::new(Footer {
                         metadata: Arc::new(parsed),
                         encoded_len: len,
-                        schema: OnceLock::from(schema),
+                        schema,
                         plain: OnceLock::new(),
                         statistics: Mutex::default(),
                         page_index: OnceCell::new(),
