@@ -24,15 +24,17 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::Schema;
+use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::ScalarValue;
 use datafusion::datasource::physical_plan::parquet::can_expr_be_pushed_down_with_schemas;
 use datafusion::error::Result;
 use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::expressions::{
-    lit, BinaryExpr, CaseExpr, DynamicFilterPhysicalExpr, InListExpr,
+    in_list, lit, BinaryExpr, CaseExpr, Column, DynamicFilterPhysicalExpr, InListExpr, Literal,
 };
 use datafusion::physical_expr::utils::{collect_columns, reassign_expr_columns};
+use datafusion::physical_expr::ScalarFunctionExpr;
 use datafusion::physical_expr::{conjunction_opt, split_conjunction, PhysicalExpr};
 use datafusion::physical_plan::joins::HashTableLookupExpr;
 
@@ -54,6 +56,7 @@ pub fn decodable(
         let Some(now) = named_keys(conjunct)? else {
             continue;
         };
+        let now = narrowed(now, output)?;
         if !decoded_as_typed(&now, output, decoding) {
             continue;
         }
@@ -195,6 +198,100 @@ pub fn is_dynamic(filter: &Arc<dyn PhysicalExpr>) -> bool {
         .unwrap_or(false)
 }
 
+/// `filter` (a join's filter as it stands, over `output`) loosened to the fixed-width columns
+/// it names, for the decoder: it decodes the filter's columns for every row, so a list of
+/// several join keys, `struct(id, status, education) IN (...)` (TPC-DS q85), or a key's
+/// bounds on a string, would have it decode and compare every string before any row is
+/// dropped: q85's customer_demographics, probed by a collected join, decoded 1.9 million
+/// rows of strings for 26 kept (0.16 s; 0.09 s with no filter in the decoder, 0.10 s with
+/// the id's list alone). A list of keys becomes one list per fixed-width
+/// column of its keys (`id IN (...)`), and bounds on other columns `true`. Every part it
+/// replaces sits under `AND` or a `CASE`'s `THEN`, where a looser part only keeps more rows,
+/// and the join applies its filter whole above the scan.
+fn narrowed(filter: Arc<dyn PhysicalExpr>, output: &Schema) -> Result<Arc<dyn PhysicalExpr>> {
+    let fixed_width = |e: &Arc<dyn PhysicalExpr>| {
+        e.data_type(output)
+            .is_ok_and(|t| t.is_primitive() || t == DataType::Boolean)
+    };
+    Ok(filter
+        .transform_up(|e| {
+            if let Some(list) = e.downcast_ref::<InListExpr>() {
+                return Ok(match keys_lists(list, output, fixed_width)? {
+                    Some(lists) => Transformed::yes(lists),
+                    None => Transformed::no(e),
+                });
+            }
+            let Some(binary) = e.downcast_ref::<BinaryExpr>() else {
+                return Ok(Transformed::no(e));
+            };
+            let sides = [binary.left(), binary.right()];
+            let is_true = |e: &Arc<dyn PhysicalExpr>| {
+                e.downcast_ref::<Literal>()
+                    .is_some_and(|l| l.value() == &ScalarValue::Boolean(Some(true)))
+            };
+            if *binary.op() == Operator::And {
+                // What a replaced bound leaves: `true AND x` is `x`.
+                return Ok(match sides.map(is_true) {
+                    [true, _] => Transformed::yes(Arc::clone(binary.right())),
+                    [_, true] => Transformed::yes(Arc::clone(binary.left())),
+                    _ => Transformed::no(e),
+                });
+            }
+            let on_other = |side: &&Arc<dyn PhysicalExpr>| {
+                side.downcast_ref::<Column>().is_some() && !fixed_width(side)
+            };
+            let a_bound = matches!(
+                binary.op(),
+                Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq
+            );
+            Ok(match a_bound && sides.iter().any(on_other) {
+                true => Transformed::yes(lit(true)),
+                false => Transformed::no(e),
+            })
+        })?
+        .data)
+}
+
+/// `struct(a, b, …) IN (…)` as `a IN (…) AND …` over the fields that are fixed-width columns
+/// (`fixed_width`), each list holding its field's values; `None` for any other list, or
+/// where no field is such a column.
+fn keys_lists(
+    list: &InListExpr,
+    output: &Schema,
+    fixed_width: impl Fn(&Arc<dyn PhysicalExpr>) -> bool,
+) -> Result<Option<Arc<dyn PhysicalExpr>>> {
+    let Some(keys) = list
+        .expr()
+        .downcast_ref::<ScalarFunctionExpr>()
+        .filter(|f| f.name() == "struct" && !list.negated())
+    else {
+        return Ok(None);
+    };
+    let rows: Option<Vec<_>> = list
+        .list()
+        .iter()
+        .map(|value| match value.downcast_ref::<Literal>()?.value() {
+            ScalarValue::Struct(row) => Some(Arc::clone(row)),
+            _ => None,
+        })
+        .collect();
+    let Some(rows) = rows else {
+        return Ok(None);
+    };
+    let mut lists = Vec::new();
+    for (field, key) in keys.args().iter().enumerate() {
+        if key.downcast_ref::<Column>().is_none() || !fixed_width(key) {
+            continue;
+        }
+        let mut values = Vec::with_capacity(rows.len());
+        for row in &rows {
+            values.push(lit(ScalarValue::try_from_array(row.column(field), 0)?));
+        }
+        lists.push(in_list(Arc::clone(key), values, &false, output)?);
+    }
+    Ok(conjunction_opt(lists))
+}
+
 /// `conjunct` with its dynamic filters replaced by their current state, if it has one and
 /// that state names keys in IN lists and looks up no hash table.
 fn named_keys(conjunct: &Arc<dyn PhysicalExpr>) -> Result<Option<Arc<dyn PhysicalExpr>>> {
@@ -282,6 +379,60 @@ mod tests {
         // One that does not pay stays with the operators above.
         let none = decodable(&all, &output, &decoding, |_| false).unwrap();
         assert!(none.is_none());
+    }
+
+    #[test]
+    fn a_join_on_several_keys_reaches_the_decoder_as_lists_of_its_fixed_width_keys() {
+        use datafusion::arrow::array::{Array, ArrayRef, Int32Array, StringViewArray, StructArray};
+        use datafusion::common::config::ConfigOptions;
+        // TPC-DS q85: a join on (id, status) publishes both keys' bounds and a list of pairs.
+        let output = schema(&[("id", DataType::Int32), ("status", DataType::Utf8View)]);
+        let id = col("id", &output).unwrap();
+        let status = col("status", &output).unwrap();
+        let pairs = StructArray::from(vec![
+            (
+                Arc::new(Field::new("c0", DataType::Int32, true)),
+                Arc::new(Int32Array::from(vec![7, 9])) as ArrayRef,
+            ),
+            (
+                Arc::new(Field::new("c1", DataType::Utf8View, true)),
+                Arc::new(StringViewArray::from(vec!["M", "S"])) as ArrayRef,
+            ),
+        ]);
+        let keys = Arc::new(ScalarFunctionExpr::new(
+            "struct",
+            datafusion::functions::core::r#struct(),
+            vec![Arc::clone(&id), Arc::clone(&status)],
+            Arc::new(Field::new("struct", pairs.data_type().clone(), true)),
+            Arc::new(ConfigOptions::default()),
+        ));
+        let listed = InListExpr::try_new_from_array(keys, Arc::new(pairs), false, &output);
+        let bound = |key: &Arc<dyn PhysicalExpr>, op, value: ScalarValue| {
+            binary(Arc::clone(key), op, lit(value), &output).unwrap()
+        };
+        let text = |v: &str| ScalarValue::Utf8View(Some(v.into()));
+        let on_both = join_filter("id", &output);
+        on_both
+            .update(
+                conjunction_opt([
+                    bound(&id, Operator::GtEq, ScalarValue::Int32(Some(7))),
+                    bound(&id, Operator::LtEq, ScalarValue::Int32(Some(9))),
+                    bound(&status, Operator::GtEq, text("M")),
+                    bound(&status, Operator::LtEq, text("S")),
+                    Arc::new(listed.unwrap()),
+                ])
+                .unwrap(),
+            )
+            .unwrap();
+        let filter: Arc<dyn PhysicalExpr> = on_both;
+        let kept = decodable(&filter, &output, &output, |_| true)
+            .unwrap()
+            .unwrap();
+        // The decoder reads only id: its bounds and its own list; the join checks the pairs.
+        assert_eq!(
+            kept.to_string(),
+            "id@0 >= 7 AND id@0 <= 9 AND id@0 IN (SET) ([7, 9])"
+        );
     }
 
     #[test]

@@ -279,8 +279,37 @@ fn session_config(options: &SessionOptions, runtime: &Arc<QuiverRuntime>) -> Ses
         // are cut below the first exchange, so there a round-robin exchange above the
         // scan would cut every fragment down to a bare scan: buckets are their parallelism.
         .with_round_robin_repartition(options.executor == ExecutorKind::DataFusion)
+        .set_usize(
+            "datafusion.optimizer.hash_join_single_partition_threshold",
+            collect_left_at_most(options, 16 << 20, 1 << 20),
+        )
+        .set_usize(
+            "datafusion.optimizer.hash_join_single_partition_threshold_rows",
+            collect_left_at_most(options, 256 << 10, 128 << 10),
+        )
         .with_extension(Arc::clone(runtime))
         .with_option_extension(QuiverOptions::default())
+}
+
+/// The largest build side (estimated bytes or rows) that a hash join builds once for every
+/// partition to probe (`CollectLeft`), instead of repartitioning both its inputs by key:
+/// `at_two` on two threads, down to DataFusion's `default` as threads grow. A repartition
+/// hashes and copies every probe row, a cost the threads share; the one build is not
+/// shared, so its worth falls with more threads. On two cores DataFusion's 1 MiB / 128 Ki
+/// rows repartitioned fact tables against filtered dimensions that kept a few thousand
+/// rows: TPC-DS q27's 2.9 million store_sales rows for 27 thousand customer_demographics
+/// rows (their estimate: a fifth of 1.9 million). At 16 MiB / 256 Ki rows, interleaved
+/// processes, best of 3 (2026-11-30): TPC-DS 0.983x (q27 0.72x, q07 0.74x, q50 0.80x), the
+/// TPC-H of tpchgen-cli 0.967x (q05 0.82x, q03 0.86x). More threads were not measured.
+/// Plans cut into fragments keep DataFusion's default: where a join is collected decides
+/// how they are cut and what travels to workers (`fragment`, `exec::broadcast`).
+fn collect_left_at_most(options: &SessionOptions, at_two: usize, default: usize) -> usize {
+    match options.executor {
+        ExecutorKind::DataFusion => {
+            (at_two / options.threads.saturating_sub(1).max(1)).max(default)
+        }
+        _ => default,
+    }
 }
 
 /// DuckDB's functions that DataFusion lacks or names otherwise.
