@@ -301,8 +301,9 @@ fn session_config(options: &SessionOptions, runtime: &Arc<QuiverRuntime>) -> Ses
 /// rows (their estimate: a fifth of 1.9 million). At 16 MiB / 256 Ki rows, interleaved
 /// processes, best of 3 (2026-11-30): TPC-DS 0.983x (q27 0.72x, q07 0.74x, q50 0.80x), the
 /// TPC-H of tpchgen-cli 0.967x (q05 0.82x, q03 0.86x). More threads were not measured.
-/// Plans cut into fragments keep DataFusion's default: where a join is collected decides
-/// how they are cut and what travels to workers (`fragment`, `exec::broadcast`).
+/// The other executors keep DataFusion's default, `auto` too (its plan may go to workers):
+/// where a join is collected decides how a plan is cut into fragments and what travels to
+/// workers (`fragment`, `exec::broadcast`).
 fn collect_left_at_most(options: &SessionOptions, at_two: usize, default: usize) -> usize {
     match options.executor {
         ExecutorKind::DataFusion => {
