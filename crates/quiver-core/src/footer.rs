@@ -9,7 +9,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::{Bytes, BytesMut};
-use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::Statistics;
 use futures::future::{BoxFuture, FutureExt};
 use parquet::arrow::async_reader::MetadataFetch;
@@ -229,22 +229,10 @@ impl MetadataFetch for Held {
     }
 }
 
-/// The Arrow schema a file's footer describes: the one place a footer becomes a schema,
-/// so every reader of a file agrees on its columns. A footer Arrow cannot map (an
-/// unsupported type) names the file.
-pub fn arrow_schema(path: &str, metadata: &ParquetMetaData) -> Result<Schema> {
-    let file = metadata.file_metadata();
-    parquet_to_arrow_schema(file.schema_descr(), file.key_value_metadata()).map_err(|e| {
-        QuiverError::NotParquet {
-            path: path.to_string(),
-            reason: e.to_string(),
-        }
-    })
-}
-
-/// Arrow schemas mapped from footers, by all that the mapping reads: the Parquet schema and
-/// the key-value metadata (the `ARROW:schema` hint, and the rest, which the Arrow schema
-/// keeps). The files of a table mostly share both, and mapping them again (decoding the
+/// Arrow schemas mapped from footers (the one place a footer becomes a schema, so every
+/// reader of a file agrees on its columns), by all that the mapping reads: the Parquet
+/// schema and the key-value metadata (the `ARROW:schema` hint, and the rest, which the Arrow
+/// schema keeps). The files of a table mostly share both, and mapping them again (decoding the
 /// hint, visiting every column) was a seventh of a `count(*)` over 100 files; comparing
 /// with a schema mapped before takes microseconds. Files that share a schema share its
 /// `SchemaRef` too, so comparing their schemas later is comparing pointers. Footers parsed
@@ -455,7 +443,7 @@ mod tests {
     use super::*;
     use crate::source::{LocalSource, ObjectSource};
     use datafusion::arrow::array::{Int64Array, RecordBatch};
-    use datafusion::arrow::datatypes::{DataType, Field};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use parquet::arrow::ArrowWriter;
     use parquet::file::properties::WriterProperties;
     use std::sync::atomic::Ordering::Relaxed;

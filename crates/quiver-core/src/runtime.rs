@@ -53,7 +53,7 @@ impl ParquetFile {
         &self.footer.metadata
     }
 
-    /// The file's columns as Arrow types them (the one place: `footer::arrow_schema`).
+    /// The file's columns as Arrow types them (mapped as its footer was read: `footer`).
     pub fn arrow_schema(&self) -> Result<SchemaRef> {
         Ok(self.footer.arrow_schema(&self.meta().path)?)
     }

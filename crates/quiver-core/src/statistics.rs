@@ -20,7 +20,6 @@ pub fn kept_row_groups(
     columns: &SchemaRef,
     keep: &[bool],
 ) -> Statistics {
-    let kept = keep.iter().filter(|&&k| k).count();
     if columns.fields().is_empty() {
         // What DataFusion's summary gives for no column (a `count(*)`), without mapping the
         // footer's Arrow schema once more, as it does every time.
@@ -30,6 +29,7 @@ pub fn kept_row_groups(
             ..Statistics::default()
         };
     }
+    let kept = keep.iter().filter(|&&k| k).count();
     let statistics = if kept == metadata.num_row_groups() {
         DFParquetMetadata::statistics_from_parquet_metadata(metadata, columns)
     } else {

@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 
+use datafusion::arrow::datatypes::Schema;
 use datafusion::error::Result;
 use parquet::file::metadata::ParquetMetaData;
 use serde::Serialize;
 
-use crate::footer::arrow_schema;
 use crate::runtime::QuiverRuntime;
 use crate::source::{list_files, ListingOptions, ObjectMeta};
 
@@ -50,15 +50,18 @@ pub async fn describe_files(runtime: &QuiverRuntime, pattern: &str) -> Result<Ve
     let mut described = Vec::new();
     for file in listing.files.iter().take(MAX_FILES) {
         let opened = runtime.open(&file.meta, None).await?;
-        described.push(describe(&file.meta, opened.metadata())?);
+        described.push(describe(
+            &file.meta,
+            opened.metadata(),
+            &*opened.arrow_schema()?,
+        )?);
     }
     Ok(described)
 }
 
-fn describe(meta: &ObjectMeta, footer: &ParquetMetaData) -> Result<FileMetadata> {
+fn describe(meta: &ObjectMeta, footer: &ParquetMetaData, schema: &Schema) -> Result<FileMetadata> {
     let file = footer.file_metadata();
     let descriptor = file.schema_descr();
-    let schema = arrow_schema(&meta.path, footer)?;
     let columns = schema
         .fields()
         .iter()
