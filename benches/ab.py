@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Two quiver builds (or settings) on one suite's queries, interleaved: is B faster than A?
+
+usage: benches/ab SUITE A B [--passes N] [--queries q01,q05] [--a-args ARGS] [--b-args ARGS]
+  SUITE   tpch, tpchgen, tpcds, clickbench (one file) or clickbench_many (100 files), SF 1
+  A, B    quiver binaries (the same one twice to compare settings through --a-args/--b-args,
+          e.g. --b-args '--set datafusion.optimizer.prefer_hash_join=false')
+
+For each query, A and B run in turn as fresh processes (`quiver query`, the suite's views,
+then the query, as benches/run times them), `passes` times each (default 5), so a machine
+whose speed drifts slows both alike: on the Firecracker VMs here identical runs differ by a
+third from minute to minute, and a bench of A followed by a bench of B measures that drift.
+Each binary runs from a fresh copy out of the page cache (as benches/run does; a copy whose
+code sits cached in large folios starts milliseconds faster and maps megabytes more).
+
+Prints per query: the best wall time of each and B/A; the median system time, minor page
+faults and peak RSS of each (from wait4, so exact counts, not samples: faults and memory tell
+a change's effect where times drift). Then the geomean of B/A and the totals. Answers are not
+checked here (benches/run checks them against DuckDB).
+"""
+import argparse
+import math
+import os
+import shlex
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[0] = REPO
+sys.path.insert(1, os.path.join(REPO, "tests"))
+
+from benches import clickbench, data, tpcds  # noqa: E402
+from benches.cache import drop_from_page_cache  # noqa: E402
+from benches.engines import sql_string  # noqa: E402
+from tpch.tables import QUERIES, TABLES, query_sql, table_glob  # noqa: E402
+
+SUITES = ("tpch", "tpchgen", "tpcds", "clickbench", "clickbench_many")
+
+
+def suite(name):
+    """({view: path or glob}, {label: SQL}) of a suite at scale factor 1."""
+    tpch_queries = {f"q{n:02d}": query_sql(n) for n in QUERIES}
+    if name == "tpch":
+        root = data.tpch("1")
+        return {t: table_glob(root, "single", t) for t in TABLES}, tpch_queries
+    if name == "tpchgen":
+        root = data.tpchgen("1")
+        return {t: os.path.join(root, f"{t}.parquet") for t in TABLES}, tpch_queries
+    if name == "tpcds":
+        tables = tpcds.table_paths(data.tpcds("1"))
+        return tables, {f"q{n:02d}": text for n, text in tpcds.queries().items()}
+    root = clickbench.hits("default")
+    glob = (os.path.join(root, "one", "hits.parquet") if name == "clickbench"
+            else os.path.join(root, "many", "hits_*.parquet"))
+    return {"hits": glob}, {label: q["quiver"] for label, q in clickbench.queries().items()}
+
+
+def fresh_copy(binary, name):
+    """A copy of `binary` out of the page cache, under the bench's data folder."""
+    folder = os.path.join(data.ROOT, "bench-bin", "ab")
+    os.makedirs(folder, exist_ok=True)
+    copy = os.path.join(folder, name)
+    shutil.copyfile(binary, copy)
+    os.chmod(copy, 0o755)
+    drop_from_page_cache(copy)
+    return copy
+
+
+def run(command, script):
+    """(wall s, system s, minor faults, peak RSS MB) of one process reading `script`."""
+    read, write = os.pipe()
+    errors = tempfile.TemporaryFile()
+    start = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        os.close(write)
+        os.dup2(read, 0)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        os.dup2(errors.fileno(), 2)
+        os.execve(command[0], command, {**os.environ, "QUIVER_DISK_CACHE_BYTES": "0"})
+    os.close(read)
+    with os.fdopen(write, "w") as stdin:
+        stdin.write(script)
+    _, status, usage = os.wait4(pid, 0)
+    wall = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        errors.seek(0)
+        tail = errors.read().decode(errors="replace").strip().splitlines()[-3:]
+        raise SystemExit(f"ab: {shlex.join(command)} failed (exit {code}): " + " / ".join(tail))
+    return wall, usage.ru_stime, usage.ru_minflt, usage.ru_maxrss / 1024
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog="benches/ab", usage=__doc__.split("\n")[2][7:],
+                                     description=__doc__.split("\n")[0],
+                                     epilog="\n".join(__doc__.split("\n")[7:]),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("suite", choices=SUITES, metavar="SUITE", help=", ".join(SUITES))
+    parser.add_argument("a", metavar="A", help="the baseline quiver binary")
+    parser.add_argument("b", metavar="B", help="the candidate quiver binary")
+    parser.add_argument("--passes", type=int, default=5, help="runs of each (default 5)")
+    parser.add_argument("--queries", help="labels, comma-separated (default: all)")
+    parser.add_argument("--a-args", default="", help="extra arguments for A's `quiver query`")
+    parser.add_argument("--b-args", default="", help="extra arguments for B's `quiver query`")
+    args = parser.parse_args(argv)
+    for binary in (args.a, args.b):
+        if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+            parser.error(f"{binary} is not an executable file")
+    tables, queries = suite(args.suite)
+    if args.queries:
+        wanted = args.queries.split(",")
+        unknown = [q for q in wanted if q not in queries]
+        if unknown:
+            parser.error(f"no such queries in {args.suite}: {', '.join(unknown)}")
+        queries = {q: queries[q] for q in wanted}
+    views = "".join(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({sql_string(glob)});\n"
+                    for name, glob in tables.items())
+    commands = {side: [fresh_copy(os.path.abspath(binary), side), "query"]
+                + shlex.split(extra) + ["-"]
+                for side, binary, extra in (("A", args.a, args.a_args),
+                                            ("B", args.b, args.b_args))}
+    print(f"{args.suite}: {len(queries)} queries, {args.passes} passes, load average "
+          f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    print(f"  A: {shlex.join(commands['A'])}\n  B: {shlex.join(commands['B'])}")
+    print(f"{'query':6} {'A s':>7} {'B s':>7} {'B/A':>5}   {'sys A':>5} {'sys B':>5}   "
+          f"{'faults A':>8} {'faults B':>8}   {'RSS A':>6} {'RSS B':>6}")
+    ratios, totals = [], {"A": [0.0, 0.0, 0, 0.0], "B": [0.0, 0.0, 0, 0.0]}
+    for label, sql in queries.items():
+        runs = {"A": [], "B": []}
+        for _ in range(args.passes):
+            for side in ("A", "B"):
+                runs[side].append(run(commands[side], views + sql))
+        row = {}
+        for side, samples in runs.items():
+            row[side] = (min(s[0] for s in samples),
+                         *(statistics.median(s[i] for s in samples) for i in (1, 2, 3)))
+            totals[side] = [t + v for t, v in zip(totals[side], row[side])]
+        ratio = row["B"][0] / row["A"][0]
+        ratios.append(ratio)
+        a, b = row["A"], row["B"]
+        print(f"{label:6} {a[0]:7.3f} {b[0]:7.3f} {ratio:5.2f}   {a[1]:5.2f} {b[1]:5.2f}   "
+              f"{a[2] / 1e3:7.1f}k {b[2] / 1e3:7.1f}k   {a[3]:5.0f}M {b[3]:5.0f}M", flush=True)
+    geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    a, b = totals["A"], totals["B"]
+    print(f"geomean B/A {geomean:.3f} over {len(ratios)} queries; totals: best wall "
+          f"{a[0]:.2f} / {b[0]:.2f} s, system {a[1]:.2f} / {b[1]:.2f} s, faults "
+          f"{a[2] / 1e3:.0f}k / {b[2] / 1e3:.0f}k, peak RSS summed {a[3]:.0f} / {b[3]:.0f} MB; "
+          f"load average {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
