@@ -2,6 +2,7 @@
 """Two quiver builds (or settings) on one suite's queries, interleaved: is B faster than A?
 
 usage: benches/ab SUITE A B [--passes N] [--queries q01,q05] [--a-args ARGS] [--b-args ARGS]
+                  [--datafusion]
   SUITE   tpch, tpchgen, tpcds, clickbench (one file) or clickbench_many (100 files), SF 1
   A, B    quiver binaries (the same one twice to compare settings through --a-args/--b-args,
           e.g. --b-args '--set datafusion.optimizer.prefer_hash_join=false')
@@ -14,9 +15,13 @@ Each binary runs from a fresh copy out of the page cache (as benches/run does; a
 code sits cached in large folios starts milliseconds faster and maps megabytes more).
 
 Prints per query: the best wall time of each and B/A; the median system time, minor page
-faults and peak RSS of each (from wait4, so exact counts, not samples: faults and memory tell
-a change's effect where times drift). Then the geomean of B/A and the totals. Answers are not
+faults and peak RSS of each (from /usr/bin/time, so exact counts, not samples: faults and
+memory tell a change's effect where times drift). Then the geomean of B/A and the totals. Answers are not
 checked here (benches/run checks them against DuckDB).
+
+--datafusion adds DataFusion-python's time, as benches/run takes it (one warm session in this
+process, the best of `passes` runs after one more) and B over it, and lists the queries over
+0.1 s where B's process is slower (issue 33's rule; shorter ones count as warm statements).
 """
 import argparse
 import math
@@ -24,6 +29,7 @@ import os
 import shlex
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,14 +40,15 @@ sys.path.insert(1, os.path.join(REPO, "tests"))
 
 from benches import clickbench, data, tpcds  # noqa: E402
 from benches.cache import drop_from_page_cache  # noqa: E402
-from benches.engines import sql_string  # noqa: E402
+from benches.engines import DataFusion, DataFusionDriver, sql_string  # noqa: E402
 from tpch.tables import QUERIES, TABLES, query_sql, table_glob  # noqa: E402
 
 SUITES = ("tpch", "tpchgen", "tpcds", "clickbench", "clickbench_many")
+TIME = "/usr/bin/time"
 
 
 def suite(name):
-    """({view: path or glob}, {label: SQL}) of a suite at scale factor 1."""
+    """({view: path or glob}, {label: SQL, or {engine: SQL}}) of a suite at scale factor 1."""
     tpch_queries = {f"q{n:02d}": query_sql(n) for n in QUERIES}
     if name == "tpch":
         root = data.tpch("1")
@@ -55,7 +62,31 @@ def suite(name):
     root = clickbench.hits("default")
     glob = (os.path.join(root, "one", "hits.parquet") if name == "clickbench"
             else os.path.join(root, "many", "hits_*.parquet"))
-    return {"hits": glob}, {label: q["quiver"] for label, q in clickbench.queries().items()}
+    return {"hits": glob}, clickbench.queries()
+
+
+def spelling(sql, engine):
+    """The query as `engine` takes it (ClickBench's differ: benches/clickbench.py)."""
+    return sql[engine] if isinstance(sql, dict) else sql
+
+
+def datafusion_seconds(tables, queries, passes):
+    """{label: DataFusion-python's best of `passes` runs in one warm session}."""
+    session = DataFusionDriver().open(None)
+    engine = DataFusion(timeout=None)
+    for name, glob in tables.items():
+        for statement in engine.view(name, glob):
+            session.execute(statement)
+    best = {}
+    for label, sql in queries.items():
+        sql = spelling(sql, "datafusion")
+        times = []
+        for _ in range(passes + 1):
+            start = time.perf_counter()
+            session.arrow(sql)
+            times.append(time.perf_counter() - start)
+        best[label] = min(times[1:])
+    return best
 
 
 def fresh_copy(binary, name):
@@ -70,28 +101,24 @@ def fresh_copy(binary, name):
 
 
 def run(command, script):
-    """(wall s, system s, minor faults, peak RSS MB) of one process reading `script`."""
-    read, write = os.pipe()
-    errors = tempfile.TemporaryFile()
-    start = time.perf_counter()
-    pid = os.fork()
-    if pid == 0:
-        os.close(write)
-        os.dup2(read, 0)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-        os.dup2(errors.fileno(), 2)
-        os.execve(command[0], command, {**os.environ, "QUIVER_DISK_CACHE_BYTES": "0"})
-    os.close(read)
-    with os.fdopen(write, "w") as stdin:
-        stdin.write(script)
-    _, status, usage = os.wait4(pid, 0)
-    wall = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        errors.seek(0)
-        tail = errors.read().decode(errors="replace").strip().splitlines()[-3:]
-        raise SystemExit(f"ab: {shlex.join(command)} failed (exit {code}): " + " / ".join(tail))
-    return wall, usage.ru_stime, usage.ru_minflt, usage.ru_maxrss / 1024
+    """(wall s, system s, minor faults, peak RSS MB) of one process reading `script`.
+
+    The counts come from /usr/bin/time, the process's parent: a process forked from this
+    one (Python, and DataFusion with --datafusion) would report this one's memory as its own
+    peak (the kernel keeps the larger of the two across exec)."""
+    with tempfile.NamedTemporaryFile("r") as counts, tempfile.TemporaryFile() as errors:
+        start = time.perf_counter()
+        proc = subprocess.run([TIME, "-f", "%S %R %M", "-o", counts.name] + command,
+                              input=script.encode(), stdout=subprocess.DEVNULL, stderr=errors,
+                              env={**os.environ, "QUIVER_DISK_CACHE_BYTES": "0"})
+        wall = time.perf_counter() - start
+        if proc.returncode != 0:
+            errors.seek(0)
+            tail = errors.read().decode(errors="replace").strip().splitlines()[-3:]
+            raise SystemExit(f"ab: {shlex.join(command)} failed (exit {proc.returncode}): "
+                             + " / ".join(tail))
+        system, faults, rss_kb = counts.read().split()[-3:]
+    return wall, float(system), int(faults), int(rss_kb) / 1024
 
 
 def main(argv):
@@ -106,6 +133,8 @@ def main(argv):
     parser.add_argument("--queries", help="labels, comma-separated (default: all)")
     parser.add_argument("--a-args", default="", help="extra arguments for A's `quiver query`")
     parser.add_argument("--b-args", default="", help="extra arguments for B's `quiver query`")
+    parser.add_argument("--datafusion", action="store_true",
+                        help="add DataFusion-python's warm time and B over it")
     args = parser.parse_args(argv)
     for binary in (args.a, args.b):
         if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
@@ -126,14 +155,17 @@ def main(argv):
     print(f"{args.suite}: {len(queries)} queries, {args.passes} passes, load average "
           f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     print(f"  A: {shlex.join(commands['A'])}\n  B: {shlex.join(commands['B'])}")
+    peer = datafusion_seconds(tables, queries, args.passes) if args.datafusion else {}
     print(f"{'query':6} {'A s':>7} {'B s':>7} {'B/A':>5}   {'sys A':>5} {'sys B':>5}   "
-          f"{'faults A':>8} {'faults B':>8}   {'RSS A':>6} {'RSS B':>6}")
-    ratios, totals = [], {"A": [0.0, 0.0, 0, 0.0], "B": [0.0, 0.0, 0, 0.0]}
+          f"{'faults A':>8} {'faults B':>8}   {'RSS A':>6} {'RSS B':>6}"
+          + (f"   {'DF s':>7} {'B/DF':>5}" if peer else ""))
+    ratios, over_peer = [], []
+    totals = {"A": [0.0, 0.0, 0, 0.0], "B": [0.0, 0.0, 0, 0.0]}
     for label, sql in queries.items():
         runs = {"A": [], "B": []}
         for _ in range(args.passes):
             for side in ("A", "B"):
-                runs[side].append(run(commands[side], views + sql))
+                runs[side].append(run(commands[side], views + spelling(sql, "quiver")))
         row = {}
         for side, samples in runs.items():
             row[side] = (min(s[0] for s in samples),
@@ -141,15 +173,26 @@ def main(argv):
             totals[side] = [t + v for t, v in zip(totals[side], row[side])]
         ratio = row["B"][0] / row["A"][0]
         ratios.append(ratio)
+        if peer:
+            over_peer.append((label, row["B"][0], row["B"][0] / peer[label]))
         a, b = row["A"], row["B"]
         print(f"{label:6} {a[0]:7.3f} {b[0]:7.3f} {ratio:5.2f}   {a[1]:5.2f} {b[1]:5.2f}   "
-              f"{a[2] / 1e3:7.1f}k {b[2] / 1e3:7.1f}k   {a[3]:5.0f}M {b[3]:5.0f}M", flush=True)
+              f"{a[2] / 1e3:7.1f}k {b[2] / 1e3:7.1f}k   {a[3]:5.0f}M {b[3]:5.0f}M"
+              + (f"   {peer[label]:7.3f} {b[0] / peer[label]:5.2f}" if peer else ""), flush=True)
     geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
     a, b = totals["A"], totals["B"]
     print(f"geomean B/A {geomean:.3f} over {len(ratios)} queries; totals: best wall "
           f"{a[0]:.2f} / {b[0]:.2f} s, system {a[1]:.2f} / {b[1]:.2f} s, faults "
           f"{a[2] / 1e3:.0f}k / {b[2] / 1e3:.0f}k, peak RSS summed {a[3]:.0f} / {b[3]:.0f} MB; "
           f"load average {os.getloadavg()[0]:.2f}")
+    if peer:
+        # The issue's rule: a process over 0.1 s must not be slower than DataFusion (a
+        # shorter query is judged as a statement in a warm session, which is not timed here).
+        over = [f"{label} {ratio:.2f}x" for label, seconds, ratio in over_peer
+                if ratio > 1 and seconds >= 0.1]
+        geomean_peer = math.exp(sum(math.log(r) for _, _, r in over_peer) / len(over_peer))
+        print(f"B/DataFusion geomean {geomean_peer:.3f}; B slower than DataFusion as a process "
+              f"over 0.1 s: {', '.join(over) or 'none'}")
 
 
 if __name__ == "__main__":
