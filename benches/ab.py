@@ -7,21 +7,21 @@ usage: benches/ab SUITE A B [--passes N] [--queries q01,q05] [--a-args ARGS] [--
   A, B    quiver binaries (the same one twice to compare settings through --a-args/--b-args,
           e.g. --b-args '--set datafusion.optimizer.prefer_hash_join=false')
 
-For each query, A and B run in turn (A B, then B A, ...) as fresh processes (`quiver query`,
-the suite's views, then the query, as benches/run times them), `passes` times each (default
-5), so a machine whose speed drifts slows both alike: on the Firecracker VMs here identical runs differ by a
-third from minute to minute, and a bench of A followed by a bench of B measures that drift.
-Each binary runs from a fresh copy out of the page cache (as benches/run does; a copy whose
-code sits cached in large folios starts milliseconds faster and maps megabytes more).
+For each query, A and B run in turn (A B, then B A, ...) as fresh processes (`quiver query`, the
+suite's views, then the query, as benches/run times them), `passes` times each (default 5), so a
+machine whose speed drifts slows both alike: on the Firecracker VMs here identical runs differ
+by a third from minute to minute, and a bench of A followed by a bench of B measures that drift.
+Each binary runs from a fresh copy out of the page cache (as benches/run does; a copy whose code
+sits cached in large folios starts milliseconds faster and maps megabytes more).
 
-Prints per query: the best wall time of each and B/A; the median system time, minor page
-faults and peak RSS of each (from /usr/bin/time, so exact counts, not samples: faults and
-memory tell a change's effect where times drift). Then the geomean of B/A and the totals. Answers are not
+Prints per query: the best wall time of each and B/A; the median system time, minor page faults
+and peak RSS of each (from /usr/bin/time, so exact counts, not samples: faults and memory tell a
+change's effect where times drift). Then the geomean of B/A and the totals. Answers are not
 checked here (benches/run checks them against DuckDB).
 
 --datafusion adds DataFusion-python's time, as benches/run takes it (one warm session in this
-process, the best of `passes` runs after one more) and B over it, and lists the queries over
-0.1 s where B's process is slower (issue 33's rule; shorter ones count as warm statements).
+process, the best of `passes` runs after one more) and B over it, and lists the queries over 0.1
+s where B's process is slower (issue 33's rule; shorter ones count as warm statements).
 """
 import argparse
 import math
@@ -122,7 +122,7 @@ def run(command, script):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="benches/ab", usage=__doc__.split("\n")[2][7:],
+    parser = argparse.ArgumentParser(prog="benches/ab", usage="\n".join(__doc__.split("\n")[2:4])[7:],
                                      description=__doc__.split("\n")[0],
                                      epilog="\n".join(__doc__.split("\n")[7:]),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
