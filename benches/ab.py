@@ -8,7 +8,7 @@ usage: benches/ab SUITE A B [--passes N] [--queries q01,q05] [--a-args ARGS] [--
           e.g. --b-args '--set datafusion.optimizer.prefer_hash_join=false')
 
 For each query, A and B run in turn (A B, then B A, ...) as fresh processes (`quiver query`, the
-suite's views, then the query, as benches/run times them), `passes` times each (default 5), so a
+suite's views, then the query, as benches/run times them), `passes` times each (default 4), so a
 machine whose speed drifts slows both alike: on the Firecracker VMs here identical runs differ
 by a third from minute to minute, and a bench of A followed by a bench of B measures that drift.
 Each binary runs from a fresh copy out of the page cache (as benches/run does; a copy whose code
@@ -122,14 +122,16 @@ def run(command, script):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="benches/ab", usage="\n".join(__doc__.split("\n")[2:4])[7:],
+    usage = "\n".join(__doc__.split("\n")[2:4])[len("usage: "):]
+    parser = argparse.ArgumentParser(prog="benches/ab", usage=usage,
                                      description=__doc__.split("\n")[0],
                                      epilog="\n".join(__doc__.split("\n")[7:]),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("suite", choices=SUITES, metavar="SUITE", help=", ".join(SUITES))
     parser.add_argument("a", metavar="A", help="the baseline quiver binary")
     parser.add_argument("b", metavar="B", help="the candidate quiver binary")
-    parser.add_argument("--passes", type=int, default=5, help="runs of each (default 5)")
+    parser.add_argument("--passes", type=int, default=4,
+                        help="runs of each (default 4; even, so each runs first as often)")
     parser.add_argument("--queries", help="labels, comma-separated (default: all)")
     parser.add_argument("--a-args", default="", help="extra arguments for A's `quiver query`")
     parser.add_argument("--b-args", default="", help="extra arguments for B's `quiver query`")
