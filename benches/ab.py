@@ -141,6 +141,8 @@ def main(argv):
     for binary in (args.a, args.b):
         if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
             parser.error(f"{binary} is not an executable file")
+    if not os.access(TIME, os.X_OK):
+        parser.error(f"{TIME} is missing (apt-get install time): it counts each run")
     tables, queries = suite(args.suite)
     if args.queries:
         wanted = args.queries.split(",")
