@@ -39,12 +39,13 @@ sys.path[0] = REPO
 sys.path.insert(1, os.path.join(REPO, "tests"))
 
 from benches import clickbench, data, tpcds  # noqa: E402
+from benches import engines  # noqa: E402
 from benches.cache import drop_from_page_cache  # noqa: E402
-from benches.engines import DataFusion, DataFusionDriver, sql_string  # noqa: E402
+from benches.engines import DataFusion, DataFusionDriver  # noqa: E402
+from benches.memory import TIME  # noqa: E402
 from tpch.tables import QUERIES, TABLES, query_sql, table_glob  # noqa: E402
 
 SUITES = ("tpch", "tpchgen", "tpcds", "clickbench", "clickbench_many")
-TIME = "/usr/bin/time"
 
 
 def suite(name):
@@ -150,8 +151,9 @@ def main(argv):
         if unknown:
             parser.error(f"no such queries in {args.suite}: {', '.join(unknown)}")
         queries = {q: queries[q] for q in wanted}
-    views = "".join(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({sql_string(glob)});\n"
-                    for name, glob in tables.items())
+    quiver = engines.Quiver(args.a, timeout=None)  # the views as benches/run makes them
+    views = "".join(f"{statement};\n" for name, glob in tables.items()
+                    for statement in quiver.view(name, glob))
     commands = {side: [fresh_copy(os.path.abspath(binary), side), "query"]
                 + shlex.split(extra) + ["-"]
                 for side, binary, extra in (("A", args.a, args.a_args),
