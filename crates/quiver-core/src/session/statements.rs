@@ -14,7 +14,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use futures::TryStreamExt;
 use web_time::Instant;
 
-use super::duckdb::{dialect, pivot, samples};
+use super::duckdb::{clauses, dialect, pivot, samples};
 use super::output::{QueryOutput, QueryStream};
 use super::{index_calls, summarize, QuiverSession};
 use crate::copy::{self, CopyTarget, Destination, TextFormat, WrittenFile};
@@ -67,11 +67,12 @@ impl QuiverSession {
 
     /// COPY, the CALLs we answer ourselves, or a statement for DataFusion.
     pub(super) async fn stream_any(&self, statement: Statement) -> Result<QueryStream> {
-        let inner = match statement {
+        let mut inner = match statement {
             Statement::CopyTo(copy) => return Ok(self.run_copy(copy).await?.into_stream()),
             Statement::Statement(inner) => inner,
             other => return self.stream_statement(other).await,
         };
+        clauses::session_scoped(&mut inner);
         if let Some(defined) = self.macros.define(&inner) {
             defined?;
             let nothing = RecordBatch::new_empty(Arc::new(Schema::empty()));
@@ -298,7 +299,7 @@ mod tests {
     use super::*;
     use crate::{describe, SessionOptions};
     use datafusion::arrow::array::AsArray;
-    use datafusion::arrow::datatypes::UInt64Type;
+    use datafusion::arrow::datatypes::{Int64Type, UInt64Type};
 
     fn session() -> QuiverSession {
         QuiverSession::new(SessionOptions {
@@ -343,6 +344,12 @@ mod tests {
         assert_eq!(summary.schema.field(0).name(), "column_name");
         let cost = session.run("EXPLAIN COST SELECT * FROM t").await.unwrap();
         assert_eq!(cost.schema.field(0).name(), "files");
+        // DuckDB's temporary tables and views are the session's own.
+        let temporary = "CREATE TEMP TABLE u AS SELECT 1 AS y; \
+                         CREATE TEMPORARY VIEW w AS SELECT y + 1 AS z FROM u; SELECT z FROM w";
+        let output = session.run(temporary).await.unwrap();
+        let z = output.batches[0].column(0).as_primitive::<Int64Type>();
+        assert_eq!(z.value(0), 2);
     }
 
     #[tokio::test]

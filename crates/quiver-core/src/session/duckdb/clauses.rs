@@ -4,7 +4,9 @@
 //! looks for a column named `all`). A top-level select list with `*`, whose items are
 //! known only once the tables are, has its `ORDER BY ALL` (and the LIMIT after it) taken
 //! out before planning and put back on the plan, over every column it outputs
-//! (`take_order_by_all`).
+//! (`take_order_by_all`). `CREATE TEMP TABLE` and `CREATE TEMP VIEW`, which DataFusion
+//! refuses, are the plain ones (`session_scoped`): every table and view of a session lives
+//! in its memory and ends with it, as DuckDB's temporary ones do.
 
 use std::ops::ControlFlow;
 
@@ -32,6 +34,15 @@ pub fn duckdb_clauses<V: VisitMut>(statement: &mut V) {
         }
     }
     let _ = statement.visit(&mut Clauses);
+}
+
+/// A temporary table or view as a plain one (see the module's comment).
+pub fn session_scoped(statement: &mut Statement) {
+    match statement {
+        Statement::CreateTable(table) => table.temporary = false,
+        Statement::CreateView(view) => view.temporary = false,
+        _ => {}
+    }
 }
 
 fn left_join(join: &mut Join) {
@@ -209,6 +220,27 @@ mod tests {
                 .unwrap()
                 .remove(0);
             duckdb_clauses(&mut statement);
+            assert_eq!(statement.to_string(), expected);
+        }
+    }
+
+    #[test]
+    fn temporary_tables_and_views_are_the_sessions_own() {
+        for (sql, expected) in [
+            (
+                "CREATE TEMP TABLE t AS SELECT 1 AS a",
+                "CREATE TABLE t AS SELECT 1 AS a",
+            ),
+            (
+                "CREATE OR REPLACE TEMPORARY VIEW v AS SELECT a FROM t",
+                "CREATE OR REPLACE VIEW v AS SELECT a FROM t",
+            ),
+            ("SELECT 1", "SELECT 1"),
+        ] {
+            let mut statement = Parser::parse_sql(&GenericDialect {}, sql)
+                .unwrap()
+                .remove(0);
+            session_scoped(&mut statement);
             assert_eq!(statement.to_string(), expected);
         }
     }
