@@ -85,6 +85,10 @@ extensions_options! {
         /// a Lambda function's), `off`, a share (`50%`) or a size (`4GB`, `512MiB`). Sorts
         /// and aggregates spill to disk beyond it; the block cache keeps to a quarter of it.
         pub memory_limit: String, default = "auto".to_string()
+        /// A CTE (or derived table) a statement names more than once, and that aggregates,
+        /// is computed once and its rows kept for the statement, as DuckDB does; false plans
+        /// every reference on its own, as DataFusion does.
+        pub materialize_ctes: bool, default = true
         /// S3's price per 1,000 GET requests in dollars (AWS's list price, us-east-1), for
         /// `EXPLAIN COST` and `--profile`.
         pub price_per_1000_gets: f64, default = 0.0004

@@ -7,7 +7,8 @@
 //! and the statements answered here: COPY, CALL, SUMMARIZE), and the SQL rewrites and
 //! optimizer rules they use (duckdb: DuckDB's SQL where DataFusion's differs; relations,
 //! path_table, virtual_columns, file_subqueries, listing_only, index_answers, index_calls, summarize);
-//! lazy_views (views planned when first named); clock_parts (a faster `date_part` of the
+//! lazy_views (views planned when first named); repeated_ctes (a CTE named more than once
+//! computed once); clock_parts (a faster `date_part` of the
 //! hour, minute and second).
 
 mod clock_parts;
@@ -23,6 +24,7 @@ mod path_table;
 mod placing;
 mod planning;
 mod relations;
+mod repeated_ctes;
 mod statements;
 mod summarize;
 mod user_macros;
