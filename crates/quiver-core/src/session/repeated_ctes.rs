@@ -22,7 +22,8 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, RecordBatch};
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::common::runtime::SpawnedTask;
-use datafusion::common::tree_node::{Transformed, TreeNodeRecursion};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{JoinType, TableReference};
 use datafusion::datasource::{provider_as_source, MemTable};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
@@ -64,6 +65,7 @@ impl QuiverSession {
         if !is_query(&plan) || has_recursion(&plan)? || first_repeated(&plan, &none)?.is_none() {
             return Ok((plan, kept));
         }
+        let original = plan.clone();
         let state = self.context.state();
         // The types the rows will have: analyzer rules change some (`avg` of a DECIMAL is
         // a DOUBLE, see `duckdb::typed`).
@@ -87,7 +89,9 @@ impl QuiverSession {
                 left_inline.insert(repeated);
             }
         }
-        Ok((plan, kept))
+        // A plan with nothing replaced goes on as it came: only a replaced one is analysed
+        // twice (again on its way to a physical plan).
+        Ok((if kept.0.is_empty() { original } else { plan }, kept))
     }
 
     /// `subplan` run to the end, its rows as a scan of them under its own name, or `None`
@@ -280,8 +284,9 @@ fn filtered_alike(
         return Ok(false);
     };
     let alone = scans_in(&state.optimize(repeated)?)?;
+    let optimized = state.optimize(plan)?;
     let (mut copies, mut alike) = (0, true);
-    state.optimize(plan)?.apply_with_subqueries(|node| {
+    optimized.apply_with_subqueries(|node| {
         Ok(match node {
             LogicalPlan::SubqueryAlias(copy) if copy.alias == named.alias => {
                 copies += 1;
@@ -291,7 +296,60 @@ fn filtered_alike(
             _ => TreeNodeRecursion::Continue,
         })
     })?;
-    Ok(alike && copies > 1)
+    Ok(alike && copies > 1 && !pruned_at_run_time(&optimized, &named.alias)?)
+}
+
+/// Whether a join may prune a copy of the subplan `named` as it runs: one side holds a
+/// copy and the other filters a scan of its own (q02: `wswscs` joined with the `date_dim`
+/// of one year, whose weeks a dynamic filter carries down to the copy's scans). A semi or
+/// anti join's subquery side (q23's `IN (SELECT item_sk FROM frequent_ss_items)`) is
+/// built, not pruned.
+fn pruned_at_run_time(plan: &LogicalPlan, named: &TableReference) -> Result<bool> {
+    let mut pruned = false;
+    plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::Join(join) = node {
+            let (left, right) = (join.left.as_ref(), join.right.as_ref());
+            let built_right = matches!(
+                join.join_type,
+                JoinType::LeftSemi | JoinType::LeftAnti | JoinType::LeftMark
+            );
+            let built_left = matches!(join.join_type, JoinType::RightSemi | JoinType::RightAnti);
+            pruned = (!built_left && holds_copy(left, named)? && filters_own_scan(right, named)?)
+                || (!built_right && holds_copy(right, named)? && filters_own_scan(left, named)?);
+        }
+        Ok(match pruned {
+            true => TreeNodeRecursion::Stop,
+            false => TreeNodeRecursion::Continue,
+        })
+    })?;
+    Ok(pruned)
+}
+
+/// Whether `plan` holds a copy of the subplan `named`.
+fn holds_copy(plan: &LogicalPlan, named: &TableReference) -> Result<bool> {
+    plan.exists(|node| Ok(matches!(node, LogicalPlan::SubqueryAlias(copy) if copy.alias == *named)))
+}
+
+/// Whether `plan` filters a scan outside the copies of the subplan `named`.
+fn filters_own_scan(plan: &LogicalPlan, named: &TableReference) -> Result<bool> {
+    let mut filters = false;
+    plan.apply_with_subqueries(|node| {
+        Ok(match node {
+            LogicalPlan::SubqueryAlias(copy) if copy.alias == *named => TreeNodeRecursion::Jump,
+            LogicalPlan::Filter(filter)
+                if matches!(filter.input.as_ref(), LogicalPlan::TableScan(_)) =>
+            {
+                filters = true;
+                TreeNodeRecursion::Stop
+            }
+            LogicalPlan::TableScan(scan) if !scan.filters.is_empty() => {
+                filters = true;
+                TreeNodeRecursion::Stop
+            }
+            _ => TreeNodeRecursion::Continue,
+        })
+    })?;
+    Ok(filters)
 }
 
 /// Each scan of `plan` with the filters on its rows (its own and a Filter right above
@@ -439,6 +497,21 @@ mod tests {
                 "WITH d AS (SELECT DISTINCT k FROM t), \
                  e AS (SELECT x.k FROM d x JOIN d y ON x.k = y.k + 1 GROUP BY x.k) \
                  SELECT count(*) FROM e a, e b WHERE a.k <= b.k",
+                true,
+            ),
+            // q02's: each copy joined on its key with a filtered scan, which a dynamic
+            // filter carries into the copy's scan as it runs.
+            (
+                "WITH s AS (SELECT k, sum(v) AS total FROM t GROUP BY k) \
+                 SELECT a.total - b.total FROM s a JOIN t x ON a.k = x.k \
+                 JOIN s b ON b.k = x.k WHERE x.v = 3",
+                false,
+            ),
+            // q23's: the subquery sides of semi joins, which are built, not pruned.
+            (
+                "WITH s AS (SELECT k, sum(v) AS total FROM t GROUP BY k) \
+                 SELECT count(*) FROM t WHERE v < 100 \
+                 AND k IN (SELECT k FROM s WHERE total > 0) AND k + 1 IN (SELECT k FROM s)",
                 true,
             ),
             // Rows as many as the table's: left inline.
