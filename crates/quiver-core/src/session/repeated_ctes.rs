@@ -72,8 +72,17 @@ impl QuiverSession {
         let mut plan =
             (state.analyzer()).execute_and_check(plan, state.config_options(), |_, _| {})?;
         let mut left_inline = HashSet::new();
+        // Optimising a plan of TPC-DS's size takes tens of milliseconds: once, and again
+        // only once a copy is replaced.
+        let mut optimized = None;
         while let Some(repeated) = first_repeated(&plan, &left_inline)? {
-            if !filtered_alike(&state, &plan, &repeated)? {
+            let whole = match optimized.take() {
+                Some(whole) => whole,
+                None => state.optimize(&plan)?,
+            };
+            let alike = filtered_alike(&state, &whole, &repeated)?;
+            optimized = Some(whole);
+            if !alike {
                 left_inline.insert(repeated);
                 continue;
             }
@@ -84,6 +93,7 @@ impl QuiverSession {
             let replaced = replaced(plan, &repeated, scan)?;
             kept.0.extend(reservations);
             plan = replaced.data;
+            optimized = None;
             if !replaced.transformed {
                 // Found and not replaced would be found again: never loop on it.
                 left_inline.insert(repeated);
@@ -269,34 +279,37 @@ fn summarises(plan: &LogicalPlan) -> bool {
     }
 }
 
-/// Whether each copy of `repeated` in `plan`, once optimised, reads what `repeated` alone
-/// reads: the same scans under the same filters. Where the query's filters reach into its
+/// Whether each copy of `repeated` in the optimised whole plan, `optimized`, reads what
+/// `repeated` alone reads: the same scans under the same filters. Where the query's filters reach into its
 /// copies (q75's `d_year = 2002` passes the aggregate down to the scans; q04's `sale_type =
 /// 's'` keeps one branch of a UNION, the others' scans gone), each copy computes a part, and
 /// the whole computed once is more work, not less. Filters that stop above an aggregate (a
-/// HAVING) change nothing it reads.
+/// HAVING) change nothing it reads. The checks that need nothing more come first.
 fn filtered_alike(
     state: &SessionState,
-    plan: &LogicalPlan,
+    optimized: &LogicalPlan,
     repeated: &LogicalPlan,
 ) -> Result<bool> {
     let LogicalPlan::SubqueryAlias(named) = repeated else {
         return Ok(false);
     };
-    let alone = scans_in(&state.optimize(repeated)?)?;
-    let optimized = state.optimize(plan)?;
-    let (mut copies, mut alike) = (0, true);
+    let mut copies = vec![];
     optimized.apply_with_subqueries(|node| {
         Ok(match node {
             LogicalPlan::SubqueryAlias(copy) if copy.alias == named.alias => {
-                copies += 1;
-                alike &= scans_in(node)? == alone;
+                copies.push(scans_in(node)?);
                 TreeNodeRecursion::Jump
             }
             _ => TreeNodeRecursion::Continue,
         })
     })?;
-    Ok(alike && copies > 1 && !pruned_at_run_time(&optimized, &named.alias)?)
+    if copies.len() < 2 || copies.iter().any(|scans| *scans != copies[0]) {
+        return Ok(false);
+    }
+    if pruned_at_run_time(optimized, &named.alias)? {
+        return Ok(false);
+    }
+    Ok(scans_in(&state.optimize(repeated)?)? == copies[0])
 }
 
 /// Whether a join may prune a copy of the subplan `named` as it runs: one side holds a
