@@ -222,15 +222,20 @@ fn is_query(plan: &LogicalPlan) -> bool {
 
 /// Whether `plan` holds a recursive CTE, whose work table only its own loop can read.
 fn has_recursion(plan: &LogicalPlan) -> Result<bool> {
-    let mut found = false;
+    any_node(plan, |node| matches!(node, LogicalPlan::RecursiveQuery(_)))
+}
+
+/// Whether some node of `plan`, or of its subqueries, is `found`.
+fn any_node(plan: &LogicalPlan, found: impl Fn(&LogicalPlan) -> bool) -> Result<bool> {
+    let mut any = false;
     plan.apply_with_subqueries(|node| {
-        found = matches!(node, LogicalPlan::RecursiveQuery(_));
-        Ok(match found {
+        any = found(node);
+        Ok(match any {
             true => TreeNodeRecursion::Stop,
             false => TreeNodeRecursion::Continue,
         })
     })?;
-    Ok(found)
+    Ok(any)
 }
 
 /// The first subplan, in plan order, that appears more than once and is worth computing
@@ -400,15 +405,7 @@ fn scans_in(plan: &LogicalPlan) -> Result<Vec<String>> {
 /// Whether some node of `plan` refers to a column of a query around it (a correlated
 /// subquery's body), which it cannot be run without.
 fn refers_outside(plan: &LogicalPlan) -> bool {
-    let mut outer = false;
-    let _ = plan.apply_with_subqueries(|node| {
-        outer = node.contains_outer_reference();
-        Ok(match outer {
-            true => TreeNodeRecursion::Stop,
-            false => TreeNodeRecursion::Continue,
-        })
-    });
-    outer
+    any_node(plan, LogicalPlan::contains_outer_reference).unwrap_or(true)
 }
 
 /// `plan` with every copy of `repeated` replaced by `scan`.
