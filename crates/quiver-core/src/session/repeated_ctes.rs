@@ -116,6 +116,10 @@ impl QuiverSession {
             return Ok(None);
         };
         let physical = self.physical(subplan.clone()).await?;
+        // The rows keep the names the plan above them was planned with.
+        let Some(schema) = kept_schema(subplan.schema().as_arrow(), &physical.schema()) else {
+            return Ok(None);
+        };
         let task = self.context.task_ctx();
         let partitions = (0..physical.output_partitioning().partition_count())
             .map(|partition| {
@@ -124,10 +128,6 @@ impl QuiverSession {
                 Ok(SpawnedTask::spawn(kept(stream, pool)))
             })
             .collect::<Result<Vec<_>>>()?;
-        // The rows keep the names the plan above them was planned with.
-        let Some(schema) = kept_schema(subplan.schema().as_arrow(), &physical.schema()) else {
-            return Ok(None);
-        };
         let mut batches = Vec::with_capacity(partitions.len());
         let mut reservations = Vec::with_capacity(partitions.len());
         let mut fits = true;
