@@ -19,7 +19,7 @@ use web_time::Instant;
 
 use super::output::{describe_batch, memory_stream, QueryOutput, QueryStream};
 use super::placing::read_from;
-use super::repeated_ctes::KeptRows;
+use super::repeated_ctes::Decided;
 use super::{check_value, QuiverSession};
 use crate::cost::{Cost, Prices, WorkerCost};
 use crate::error::describe;
@@ -44,17 +44,25 @@ impl QuiverSession {
             let batch = describe_batch(&described.schema)?;
             return Ok(QueryOutput::of(batch, metrics).into_stream());
         }
-        let (plan, kept, computing) = match self.executor_now()? {
+        let (decided, computing) = match self.executor_now()? {
             // Rows kept here cannot travel with a fragment.
             ExecutorKind::DataFusion if self.options_now().materialize_ctes => {
                 let computing = Instant::now();
-                let (plan, kept) = self.computed_once(plan).await?;
-                (plan, kept, computing.elapsed())
+                let decided = self.computed_once(plan).await?;
+                (decided, computing.elapsed())
             }
-            _ => (plan, KeptRows::default(), Duration::ZERO),
+            _ => (Decided::as_planned(plan), Duration::ZERO),
         };
+        let Decided {
+            plan,
+            optimized,
+            kept,
+        } = decided;
         let placed = self.explained_placement(&plan).await?;
-        let physical = self.physical(plan.clone()).await?;
+        let physical = match optimized {
+            Some(optimized) => self.physical_of_optimized(&optimized).await?,
+            None => self.physical(plan.clone()).await?,
+        };
         let read = read_from(&physical);
         let (executor, physical) = self.place(plan, physical, &read, &metrics).await?;
         // Computing a repeated CTE first is part of running the statement.

@@ -39,6 +39,18 @@ impl QuiverSession {
         frame.create_physical_plan().await
     }
 
+    /// The physical plan of a query's plan already optimised (`physical` would optimise
+    /// it again).
+    pub(super) async fn physical_of_optimized(
+        &self,
+        optimized: &LogicalPlan,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let state = self.context.state();
+        (state.query_planner())
+            .create_physical_plan(optimized, &state)
+            .await
+    }
+
     /// Plans a statement (see the module's comment).
     pub(super) async fn logical_plan(&self, mut statement: Statement) -> Result<LogicalPlan> {
         self.plan_named_views(&statement).await?;
