@@ -27,7 +27,6 @@ import argparse
 import math
 import os
 import shlex
-import shutil
 import statistics
 import subprocess
 import sys
@@ -40,10 +39,11 @@ sys.path.insert(1, os.path.join(REPO, "tests"))
 
 from benches import clickbench, data, tpcds  # noqa: E402
 from benches import engines  # noqa: E402
-from benches.cache import drop_from_page_cache  # noqa: E402
 from benches.engines import DataFusion, DataFusionDriver  # noqa: E402
 from benches.memory import TIME  # noqa: E402
-from tpch.tables import QUERIES, TABLES, query_sql, table_glob  # noqa: E402
+from benches.scenarios import tpch as tpch_scenario, tpchgen as tpchgen_scenario  # noqa: E402
+from benches.harness import installed  # noqa: E402
+from tpch.tables import QUERIES, query_sql  # noqa: E402
 
 SUITES = ("tpch", "tpchgen", "tpcds", "clickbench", "clickbench_many")
 
@@ -52,18 +52,14 @@ def suite(name):
     """({view: path or glob}, {label: SQL, or {engine: SQL}}) of a suite at scale factor 1."""
     tpch_queries = {f"q{n:02d}": query_sql(n) for n in QUERIES}
     if name == "tpch":
-        root = data.tpch("1")
-        return {t: table_glob(root, "single", t) for t in TABLES}, tpch_queries
+        return tpch_scenario.tables_in(data.tpch("1")), tpch_queries
     if name == "tpchgen":
-        root = data.tpchgen("1")
-        return {t: os.path.join(root, f"{t}.parquet") for t in TABLES}, tpch_queries
+        return tpchgen_scenario.tables_in(data.tpchgen("1")), tpch_queries
     if name == "tpcds":
         tables = tpcds.table_paths(data.tpcds("1"))
         return tables, {f"q{n:02d}": text for n, text in tpcds.queries().items()}
-    root = clickbench.hits("default")
-    glob = (os.path.join(root, "one", "hits.parquet") if name == "clickbench"
-            else os.path.join(root, "many", "hits_*.parquet"))
-    return {"hits": glob}, clickbench.queries()
+    layout = "one" if name == "clickbench" else "many"
+    return {"hits": clickbench.hits_glob(clickbench.hits("default"), layout)}, clickbench.queries()
 
 
 def spelling(sql, engine):
@@ -88,17 +84,6 @@ def datafusion_seconds(tables, queries, passes):
             times.append(time.perf_counter() - start)
         best[label] = min(times[1:])
     return best
-
-
-def fresh_copy(binary, name):
-    """A copy of `binary` out of the page cache, under the bench's data folder."""
-    folder = os.path.join(data.ROOT, "bench-bin", "ab")
-    os.makedirs(folder, exist_ok=True)
-    copy = os.path.join(folder, name)
-    shutil.copyfile(binary, copy)
-    os.chmod(copy, 0o755)
-    drop_from_page_cache(copy)
-    return copy
 
 
 def run(command, script):
@@ -154,7 +139,7 @@ def main(argv):
     quiver = engines.Quiver(args.a, timeout=None)  # the views as benches/run makes them
     views = "".join(f"{statement};\n" for name, glob in tables.items()
                     for statement in quiver.view(name, glob))
-    commands = {side: [fresh_copy(os.path.abspath(binary), side), "query"]
+    commands = {side: [installed(os.path.abspath(binary), "ab", side), "query"]
                 + shlex.split(extra) + ["-"]
                 for side, binary, extra in (("A", args.a, args.a_args),
                                             ("B", args.b, args.b_args))}

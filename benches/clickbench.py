@@ -127,6 +127,12 @@ def hits(mode):
                          lambda out: _write(rows, out))
 
 
+def hits_glob(root, layout):
+    """The files of `layout` ("one" or "many") under `root` (from `hits`), as a glob."""
+    name = "hits.parquet" if layout == "one" else "hits_*.parquet"
+    return os.path.join(root, layout, name)
+
+
 def _write(rows, out):
     rng = np.random.default_rng(SEED)
     world = _World(rng)

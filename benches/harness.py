@@ -100,8 +100,9 @@ def quiver_binary():
     return path
 
 
-def installed(binary):
-    """A fresh copy of `binary`, out of the page cache, which the bench runs.
+def installed(binary, folder=None, name="quiver"):
+    """A fresh copy of `binary`, out of the page cache, which the bench runs: `name` in
+    bench-bin/`folder` (the build's kind unless given: benches/ab keeps two side by side).
 
     A user runs an installed command (`cargo install` copies it), and after a reboot its first
     process reads it back. A build that sat for a while is in no such state: the pages of its
@@ -109,10 +110,10 @@ def installed(binary):
     it spends milliseconds more mapping its code (docs/decisions.md, "The command keeps its
     own code cached in large folios").
     """
-    kind = "debug" if "/debug/" in binary else "release"
-    folder = os.path.join(data.ROOT, "bench-bin", kind)
+    folder = folder or ("debug" if "/debug/" in binary else "release")
+    folder = os.path.join(data.ROOT, "bench-bin", folder)
     os.makedirs(folder, exist_ok=True)
-    copy = os.path.join(folder, "quiver")
+    copy = os.path.join(folder, name)
     fresh = copy + ".new"
     shutil.copyfile(binary, fresh)
     os.chmod(fresh, 0o755)

@@ -16,11 +16,11 @@ def run(bench):
     queries = clickbench.queries()
     rows = clickbench.ROWS[bench.mode.name]
     sections = []
-    for layout, glob, what in [
-        ("one", os.path.join(root, "one", "hits.parquet"),
-         f"one file of {clickbench.ONE_FILE_ROW_GROUPS} row groups"),
-        ("many", os.path.join(root, "many", "hits_*.parquet"), f"{clickbench.FILES} files"),
+    for layout, what in [
+        ("one", f"one file of {clickbench.ONE_FILE_ROW_GROUPS} row groups"),
+        ("many", f"{clickbench.FILES} files"),
     ]:
+        glob = clickbench.hits_glob(root, layout)
         files = data.parquet_files(os.path.join(root, layout))
         size = sum(os.path.getsize(f) for f in files) / 1e6
         intro = (f"ClickBench's 43 queries (verbatim from its duckdb folder, each engine in "

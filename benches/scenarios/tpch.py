@@ -16,9 +16,14 @@ NAME = "tpch"
 TITLE = "TPC-H: 22 queries, cold and hot"
 
 
+def tables_in(root):
+    """{table: file} of scripts/gen_tpch.py's data under `root` (layout single)."""
+    return {t: table_glob(root, "single", t) for t in TABLES}
+
+
 def run(bench):
     root = data.tpch(bench.mode.sf)
-    tables = {t: table_glob(root, "single", t) for t in TABLES}
+    tables = tables_in(root)
     return run_tables(bench, NAME, tables, f"`{root}/single` (scripts/gen_tpch.py: pyarrow, "
                       "decimals as fixed-length bytes)")
 

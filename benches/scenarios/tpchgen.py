@@ -13,8 +13,13 @@ NAME = "tpchgen"
 TITLE = "TPC-H as tpchgen-cli writes it: 22 queries, cold and hot"
 
 
+def tables_in(root):
+    """{table: file} of tpchgen-cli's data under `root`: one file per table."""
+    return {t: os.path.join(root, f"{t}.parquet") for t in TABLES}
+
+
 def run(bench):
     root = data.tpchgen(bench.mode.sf)
-    tables = {t: os.path.join(root, f"{t}.parquet") for t in TABLES}
+    tables = tables_in(root)
     return tpch.run_tables(bench, NAME, tables, f"`{root}` (tpchgen-cli: parquet-rs, decimals "
                            "as INT64)")
