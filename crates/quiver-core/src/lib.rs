@@ -47,6 +47,7 @@ mod prune;
 mod pushdown;
 pub mod rates;
 mod read;
+mod running_window;
 pub mod runtime;
 pub mod scan;
 pub mod session;

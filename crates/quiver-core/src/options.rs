@@ -89,6 +89,10 @@ extensions_options! {
         /// is computed once and its rows kept for the statement, as DuckDB does; false plans
         /// every reference on its own, as DataFusion does.
         pub materialize_ctes: bool, default = true
+        /// `sum`, `min`, `max` and `count` over `ROWS BETWEEN UNBOUNDED PRECEDING AND
+        /// CURRENT ROW` (of whole numbers and decimals) are computed in one pass over the
+        /// sorted rows; false leaves them to DataFusion's row-by-row window operator.
+        pub running_windows: bool, default = true
         /// S3's price per 1,000 GET requests in dollars (AWS's list price, us-east-1), for
         /// `EXPLAIN COST` and `--profile`.
         pub price_per_1000_gets: f64, default = 0.0004

@@ -117,6 +117,7 @@ impl QuiverSession {
             .with_analyzer_rules(duckdb_then_default_analyzer_rules())
             .with_physical_optimizer_rule(Arc::new(crate::filter_order::CheapConjunctsFirst))
             .with_physical_optimizer_rule(Arc::new(crate::scan::JoinsAboveScans))
+            .with_physical_optimizer_rule(Arc::new(crate::running_window::RunningAggregates))
             .build();
         let context = SessionContext::new_with_state(state);
         register_duckdb_functions(&context);
