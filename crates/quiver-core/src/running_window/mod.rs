@@ -1,6 +1,7 @@
-//! Running aggregates: `sum`, `min`, `max` and `count` over `ROWS BETWEEN UNBOUNDED
-//! PRECEDING AND CURRENT ROW`, computed in one pass over rows already sorted by partition
-//! and order (`quiver.running_windows`).
+//! Running aggregates: `sum`, `min`, `max` and `count` over `ROWS` or `RANGE BETWEEN
+//! UNBOUNDED PRECEDING AND CURRENT ROW` (the frame of `sum(x) OVER (PARTITION BY a ORDER BY
+//! b)`), computed in one pass over rows already sorted by partition and order
+//! (`quiver.running_windows`).
 //!
 //! DataFusion's `BoundedWindowAggExec` evaluates such a frame row by row: it slices the new
 //! row, updates an accumulator with it and reads the accumulator's value back as a scalar.
@@ -8,20 +9,15 @@
 //! 1.3 million rows in all) spent 654 ms of compute there, about half of the query's.
 //! Here a batch is one loop per expression: the partition boundaries from the partition
 //! keys' row encoding, the running value carried from row to row and across batches (41
-//! ms for q51). What the loop cannot take (other frames, DISTINCT, FILTER, floats,
-//! strings) stays DataFusion's.
+//! ms for q51; `partition` holds the loop). What the loop cannot take (other frames,
+//! DISTINCT, FILTER, floats, strings) stays DataFusion's.
+
+mod partition;
 
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Date32Array, Decimal128Array, Int16Array, Int32Array, Int64Array,
-    Int8Array, RecordBatch, RecordBatchOptions,
-};
-use datafusion::arrow::datatypes::{
-    DataType, Date32Type, Decimal128Type, Int16Type, Int32Type, Int64Type, Int8Type, SchemaRef,
-};
-use datafusion::arrow::row::{OwnedRow, RowConverter, SortField};
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::error::Result;
@@ -39,6 +35,7 @@ use datafusion::physical_plan::{
 };
 use futures::StreamExt;
 
+use self::partition::PartitionState;
 use crate::options::QuiverOptions;
 
 /// The rule: each `BoundedWindowAggExec` over sorted input whose every expression is a
@@ -85,12 +82,14 @@ enum Kind {
     Count,
 }
 
-/// One running aggregate: its function, its argument, and the type of its values.
+/// One running aggregate: its function, its argument, the type of its values, and whether
+/// a row's value is its last peer's (a RANGE frame).
 #[derive(Debug, Clone)]
 struct Running {
     kind: Kind,
     arg: Arc<dyn PhysicalExpr>,
     output: DataType,
+    peers: bool,
 }
 
 impl Running {
@@ -98,7 +97,8 @@ impl Running {
     fn of(expr: &Arc<dyn WindowExpr>, input: &SchemaRef) -> Option<Running> {
         let plain = expr.as_any().downcast_ref::<PlainAggregateWindowExpr>()?;
         let frame = plain.get_window_frame();
-        let running_frame = frame.units == WindowFrameUnits::Rows
+        let peers = frame.units == WindowFrameUnits::Range;
+        let running_frame = (peers || frame.units == WindowFrameUnits::Rows)
             && matches!(&frame.start_bound, WindowFrameBound::Preceding(n) if n.is_null())
             && frame.end_bound == WindowFrameBound::CurrentRow;
         let aggregate = plain.get_aggregate_expr();
@@ -127,7 +127,12 @@ impl Running {
                 _ => false,
             },
         };
-        takes.then_some(Running { kind, arg, output })
+        takes.then_some(Running {
+            kind,
+            arg,
+            output,
+            peers,
+        })
     }
 }
 
@@ -149,6 +154,7 @@ fn whole(data_type: &DataType) -> bool {
 pub struct RunningWindowExec {
     input: Arc<dyn ExecutionPlan>,
     partition_by: Vec<Arc<dyn PhysicalExpr>>,
+    order_by: Vec<Arc<dyn PhysicalExpr>>,
     running: Vec<Running>,
     names: Vec<String>,
     schema: SchemaRef,
@@ -166,17 +172,20 @@ impl RunningWindowExec {
             return None;
         }
         let exprs = window.window_expr();
-        let partition_by = exprs.first()?.partition_by().to_vec();
+        let first = exprs.first()?;
+        let (partition_by, order) = (first.partition_by().to_vec(), first.order_by());
         let input = window.input();
         let running = (exprs.iter())
             .map(|expr| {
-                let same_partitions = expr.partition_by() == partition_by.as_slice();
-                same_partitions.then(|| Running::of(expr, &input.schema()))?
+                let same_window =
+                    expr.partition_by() == partition_by.as_slice() && expr.order_by() == order;
+                same_window.then(|| Running::of(expr, &input.schema()))?
             })
             .collect::<Option<Vec<_>>>()?;
         Some(RunningWindowExec {
             input: Arc::clone(input),
             partition_by,
+            order_by: order.iter().map(|sort| Arc::clone(&sort.expr)).collect(),
             running,
             names: exprs.iter().map(|e| e.name().to_string()).collect(),
             schema: window.schema(),
@@ -240,6 +249,7 @@ impl ExecutionPlan for RunningWindowExec {
         Ok(Arc::new(RunningWindowExec {
             input,
             partition_by: self.partition_by.clone(),
+            order_by: self.order_by.clone(),
             running: self.running.clone(),
             names: self.names.clone(),
             schema: Arc::clone(&self.schema),
@@ -257,24 +267,36 @@ impl ExecutionPlan for RunningWindowExec {
     ) -> Result<SendableRecordBatchStream> {
         let input = self.input.execute(partition, context)?;
         let baseline = BaselineMetrics::new(&self.metrics, partition);
-        let fields = self.partition_by.iter().map(|key| {
-            let data_type = key.data_type(&self.input.schema())?;
-            Ok(SortField::new(data_type))
-        });
-        let mut state = PartitionState {
-            keys: RowConverter::new(fields.collect::<Result<Vec<_>>>()?)?,
-            partition_by: self.partition_by.clone(),
-            running: self.running.clone(),
-            values: vec![None; self.running.len()],
-            counts: vec![0; self.running.len()],
-            last_key: None,
-            schema: Arc::clone(&self.schema),
-        };
-        let rows = input.map(move |batch| {
-            let _timer = baseline.elapsed_compute().timer();
-            let extended = state.extended(&batch?)?;
-            baseline.record_output(extended.num_rows());
-            Ok(extended)
+        let state = PartitionState::new(
+            self.partition_by.clone(),
+            self.order_by.clone(),
+            self.running.clone(),
+            &self.input.schema(),
+            Arc::clone(&self.schema),
+        )?;
+        // Each input batch gives out the rows whose values it settles; the end of the
+        // input, those still held (`partition`).
+        let rows = futures::stream::unfold(Some((input, state)), move |running| {
+            let baseline = baseline.clone();
+            async move {
+                let (mut input, mut state) = running?;
+                loop {
+                    let next = input.next().await;
+                    let _timer = baseline.elapsed_compute().timer();
+                    let out = match next {
+                        Some(batch) => batch.and_then(|batch| state.take(batch)),
+                        None => return state.finish().transpose().map(|out| (out, None)),
+                    };
+                    match out {
+                        Ok(None) => continue,
+                        Ok(Some(out)) => {
+                            baseline.record_output(out.num_rows());
+                            return Some((Ok(out), Some((input, state))));
+                        }
+                        Err(e) => return Some((Err(e), None)),
+                    }
+                }
+            }
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.schema),
@@ -285,144 +307,6 @@ impl ExecutionPlan for RunningWindowExec {
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
     }
-}
-
-/// What one partition of the plan carries from batch to batch.
-struct PartitionState {
-    keys: RowConverter,
-    partition_by: Vec<Arc<dyn PhysicalExpr>>,
-    running: Vec<Running>,
-    /// Each aggregate's value so far in the current partition (`None` before a value).
-    values: Vec<Option<i128>>,
-    counts: Vec<i64>,
-    /// The partition key of the last row seen.
-    last_key: Option<OwnedRow>,
-    schema: SchemaRef,
-}
-
-impl PartitionState {
-    /// `batch` with each aggregate's running value as a column.
-    fn extended(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
-        let starts = self.partition_starts(batch)?;
-        let mut columns = batch.columns().to_vec();
-        for (i, running) in self.running.iter().enumerate() {
-            let arg = running.arg.evaluate(batch)?.into_array(batch.num_rows())?;
-            let column = match running.kind {
-                Kind::Count => {
-                    let count = &mut self.counts[i];
-                    let counted = (0..arg.len()).map(|row| {
-                        *count = if starts[row] { 0 } else { *count };
-                        *count += i64::from(arg.is_valid(row));
-                        *count
-                    });
-                    Arc::new(Int64Array::from_iter_values(counted)) as ArrayRef
-                }
-                kind => {
-                    let value = &mut self.values[i];
-                    let values = wide_values(&arg);
-                    let so_far = (values.into_iter().zip(&starts)).map(|(next, &start)| {
-                        if start {
-                            *value = None;
-                        }
-                        *value = match (*value, next) {
-                            (None, next) => next,
-                            (Some(so_far), None) => Some(so_far),
-                            (Some(so_far), Some(next)) => Some(combined(kind, so_far, next)),
-                        };
-                        *value
-                    });
-                    narrowed(so_far.collect(), &running.output)?
-                }
-            };
-            columns.push(column);
-        }
-        let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-        Ok(RecordBatch::try_new_with_options(
-            Arc::clone(&self.schema),
-            columns,
-            &options,
-        )?)
-    }
-
-    /// For each row of `batch`, whether a new partition starts there.
-    fn partition_starts(&mut self, batch: &RecordBatch) -> Result<Vec<bool>> {
-        // One partition: the running values start empty.
-        if self.partition_by.is_empty() {
-            return Ok(vec![false; batch.num_rows()]);
-        }
-        let keys = (self.partition_by.iter())
-            .map(|key| key.evaluate(batch)?.into_array(batch.num_rows()))
-            .collect::<Result<Vec<_>>>()?;
-        let rows = self.keys.convert_columns(&keys)?;
-        let mut starts = Vec::with_capacity(batch.num_rows());
-        for row in 0..rows.num_rows() {
-            starts.push(match row {
-                0 => self
-                    .last_key
-                    .as_ref()
-                    .is_none_or(|last| last.row() != rows.row(0)),
-                _ => rows.row(row) != rows.row(row - 1),
-            });
-        }
-        if rows.num_rows() > 0 {
-            self.last_key = Some(rows.row(rows.num_rows() - 1).owned());
-        }
-        Ok(starts)
-    }
-}
-
-/// `so_far` and `next` combined by `kind` (sums wrap, as DataFusion's do).
-fn combined(kind: Kind, so_far: i128, next: i128) -> i128 {
-    match kind {
-        Kind::Sum => so_far.wrapping_add(next),
-        Kind::Min => so_far.min(next),
-        Kind::Max => so_far.max(next),
-        Kind::Count => unreachable!("counts are counted apart"),
-    }
-}
-
-/// The values of `array` (one of `whole`'s types) as `i128`.
-fn wide_values(array: &ArrayRef) -> Vec<Option<i128>> {
-    fn wide<T: datafusion::arrow::datatypes::ArrowPrimitiveType>(
-        array: &ArrayRef,
-    ) -> Vec<Option<i128>>
-    where
-        T::Native: Into<i128>,
-    {
-        array
-            .as_primitive::<T>()
-            .iter()
-            .map(|v| v.map(Into::into))
-            .collect()
-    }
-    match array.data_type() {
-        DataType::Int8 => wide::<Int8Type>(array),
-        DataType::Int16 => wide::<Int16Type>(array),
-        DataType::Int32 => wide::<Int32Type>(array),
-        DataType::Int64 => wide::<Int64Type>(array),
-        DataType::Date32 => wide::<Date32Type>(array),
-        DataType::Decimal128(_, _) => wide::<Decimal128Type>(array),
-        other => unreachable!("Running::of takes no {other}"),
-    }
-}
-
-/// `values` as an array of `data_type` (one of `whole`'s types; a running min or max
-/// stays within its argument's values, a sum wraps as DataFusion's does).
-fn narrowed(values: Vec<Option<i128>>, data_type: &DataType) -> Result<ArrayRef> {
-    let values = values.into_iter();
-    Ok(match data_type {
-        DataType::Int8 => Arc::new(values.map(|v| v.map(|v| v as i8)).collect::<Int8Array>()),
-        DataType::Int16 => Arc::new(values.map(|v| v.map(|v| v as i16)).collect::<Int16Array>()),
-        DataType::Int32 => Arc::new(values.map(|v| v.map(|v| v as i32)).collect::<Int32Array>()),
-        DataType::Int64 => Arc::new(values.map(|v| v.map(|v| v as i64)).collect::<Int64Array>()),
-        DataType::Date32 => Arc::new(values.map(|v| v.map(|v| v as i32)).collect::<Date32Array>()),
-        DataType::Decimal128(precision, scale) => Arc::new(
-            values
-                .collect::<Decimal128Array>()
-                .with_precision_and_scale(*precision, *scale)?,
-        ),
-        other => unreachable!("Running::of takes no {other}"),
-    })
 }
 
 #[cfg(test)]
@@ -477,8 +361,29 @@ mod tests {
                 ),
                 true,
             ),
-            // RANGE (the default frame) takes the current row's peers too.
-            (over("sum(v) OVER (PARTITION BY k ORDER BY o % 3)"), false),
+            // RANGE (the default frame with an ORDER BY) takes the current row's peers
+            // too; peer groups here span batches.
+            (over("sum(v) OVER (PARTITION BY k ORDER BY o % 7)"), true),
+            (
+                over(
+                    "count(*) OVER (PARTITION BY k ORDER BY o - o % 20), \
+                      max(d) OVER (PARTITION BY k ORDER BY o - o % 20)",
+                ),
+                true,
+            ),
+            (
+                over("min(d) OVER (PARTITION BY k ORDER BY o % 3 DESC)"),
+                true,
+            ),
+            (over("sum(v) OVER (ORDER BY o % 4)"), true),
+            // Nulls in the order key are one another's peers.
+            (over("sum(o) OVER (PARTITION BY k ORDER BY v)"), true),
+            (
+                over(&format!(
+                    "sum(v) OVER (PARTITION BY k ORDER BY o % 7), sum(v) OVER ({by_k})"
+                )),
+                true,
+            ),
             (
                 over(&format!("sum(CAST(v AS DOUBLE)) OVER ({by_k})")),
                 false,
