@@ -60,15 +60,24 @@ impl Keys {
     }
 
     /// For each row of `batch`, whether its key differs from the row's before it (the
-    /// first row's from `before`'s, or it is the first of all).
-    fn starts(&self, batch: &RecordBatch, before: Option<&OwnedRow>) -> Result<Vec<bool>> {
+    /// first row's from `before`'s, or it is the first of all); and the last row's key.
+    fn starts(
+        &self,
+        batch: &RecordBatch,
+        before: Option<&OwnedRow>,
+    ) -> Result<(Vec<bool>, Option<OwnedRow>)> {
         let rows = self.of(batch)?;
-        Ok((0..rows.num_rows())
+        let starts = (0..rows.num_rows())
             .map(|row| match row {
                 0 => before.is_none_or(|last| last.row() != rows.row(0)),
                 _ => rows.row(row) != rows.row(row - 1),
             })
-            .collect())
+            .collect();
+        let last = rows
+            .num_rows()
+            .checked_sub(1)
+            .map(|row| rows.row(row).owned());
+        Ok((starts, last))
     }
 }
 
@@ -107,7 +116,7 @@ impl PartitionState {
             Some(held) => concat_batches(&batch.schema(), [&held, &batch])?,
             None => batch,
         };
-        let peers = peers_by.starts(&batch, None)?;
+        let (peers, _) = peers_by.starts(&batch, None)?;
         let last_group = peers.iter().rposition(|&start| start).unwrap_or(0);
         self.held = Some(batch.slice(last_group, batch.num_rows() - last_group));
         if last_group == 0 {
@@ -125,9 +134,10 @@ impl PartitionState {
         let peers = self
             .peers_by
             .as_ref()
-            .map(|k| k.starts(&held, None))
+            .map(|keys| keys.starts(&held, None))
             .transpose()?;
-        self.extended(&held, peers.as_deref()).map(Some)
+        let peers = peers.as_ref().map(|(starts, _)| starts.as_slice());
+        self.extended(&held, peers).map(Some)
     }
 
     /// `batch` with each aggregate's running value as a column; under a RANGE frame each
@@ -188,10 +198,9 @@ impl PartitionState {
         if self.partition_by.exprs.is_empty() {
             return Ok(vec![false; batch.num_rows()]);
         }
-        let starts = self.partition_by.starts(batch, self.last_key.as_ref())?;
-        if batch.num_rows() > 0 {
-            let last = batch.slice(batch.num_rows() - 1, 1);
-            self.last_key = Some(self.partition_by.of(&last)?.row(0).owned());
+        let (starts, last) = self.partition_by.starts(batch, self.last_key.as_ref())?;
+        if last.is_some() {
+            self.last_key = last;
         }
         Ok(starts)
     }
