@@ -35,7 +35,7 @@ use datafusion::physical_expr::expressions::{
 };
 use datafusion::physical_expr::utils::{collect_columns, reassign_expr_columns};
 use datafusion::physical_expr::ScalarFunctionExpr;
-use datafusion::physical_expr::{conjunction_opt, split_conjunction, PhysicalExpr};
+use datafusion::physical_expr::{conjunction, conjunction_opt, split_conjunction, PhysicalExpr};
 use datafusion::physical_plan::joins::HashTableLookupExpr;
 
 /// The conjuncts of `predicate` (over `output`, the scan's projected schema) that the
@@ -56,7 +56,7 @@ pub fn decodable(
         let Some(now) = named_keys(conjunct)? else {
             continue;
         };
-        let now = narrowed(now, output)?;
+        let now = without_implied_bounds(narrowed(now, output)?)?;
         if !decoded_as_typed(&now, output, decoding) {
             continue;
         }
@@ -252,6 +252,65 @@ fn narrowed(filter: Arc<dyn PhysicalExpr>, output: &Schema) -> Result<Arc<dyn Ph
         .data)
 }
 
+/// `filter` without the bounds that a list of keys beside them implies. A join's filter is
+/// `k >= min AND k <= max AND k IN (…)`, and the decoder evaluates its conjuncts one after
+/// the other, each over the rows the ones before kept: a bound that keeps half of the rows,
+/// scattered, cuts them into hundreds of thousands of ranges, which the next conjunct is read
+/// over and which are then intersected. TPC-DS q82's store_sales, whose list keeps 2 items of
+/// 18,000, spent a third of its time there (a warm statement 0.060 s against 0.043 s with no
+/// filter in the decoder); the list alone keeps the same rows.
+fn without_implied_bounds(filter: Arc<dyn PhysicalExpr>) -> Result<Arc<dyn PhysicalExpr>> {
+    Ok(filter
+        .transform_up(|e| {
+            let is_and = |e: &Arc<dyn PhysicalExpr>| {
+                e.downcast_ref::<BinaryExpr>()
+                    .is_some_and(|b| *b.op() == Operator::And)
+            };
+            if !is_and(&e) {
+                return Ok(Transformed::no(e));
+            }
+            let kept = {
+                let conjuncts = split_conjunction(&e);
+                let listed: Vec<&Column> = conjuncts
+                    .iter()
+                    .filter_map(|c| c.downcast_ref::<InListExpr>())
+                    .filter(|list| !list.negated())
+                    .filter_map(|list| list.expr().downcast_ref::<Column>())
+                    .collect();
+                let implied = |c: &&Arc<dyn PhysicalExpr>| {
+                    bounded_column(c).is_some_and(|column| listed.contains(&column))
+                };
+                match conjuncts.iter().any(implied) {
+                    true => Some(conjunction(
+                        conjuncts.into_iter().filter(|c| !implied(c)).cloned(),
+                    )),
+                    false => None,
+                }
+            };
+            Ok(match kept {
+                Some(kept) => Transformed::yes(kept),
+                None => Transformed::no(e),
+            })
+        })?
+        .data)
+}
+
+/// The column of `column < literal` (or `<=`, `>`, `>=`, either way round).
+fn bounded_column(expr: &Arc<dyn PhysicalExpr>) -> Option<&Column> {
+    let binary = expr.downcast_ref::<BinaryExpr>()?;
+    let a_bound = matches!(
+        binary.op(),
+        Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq
+    );
+    let literal = |e: &Arc<dyn PhysicalExpr>| e.downcast_ref::<Literal>().is_some();
+    let (left, right) = (binary.left(), binary.right());
+    match a_bound {
+        true if literal(right) => left.downcast_ref::<Column>(),
+        true if literal(left) => right.downcast_ref::<Column>(),
+        _ => None,
+    }
+}
+
 /// `struct(a, b, …) IN (…)` as `a IN (…) AND …` over the fields that are fixed-width columns
 /// (`fixed_width`), each list holding its field's values; `None` for any other list, or
 /// where no field is such a column.
@@ -364,7 +423,11 @@ mod tests {
             &output,
         )
         .unwrap();
-        on_day.update(days).unwrap();
+        // As DataFusion writes a join's filter: the keys' bounds beside their list, which
+        // the list implies (the decoder gets the list alone).
+        let bound = |op, v: i32| binary(Arc::clone(&day), op, lit(v), &output).unwrap();
+        let shaped = conjunction([bound(Operator::GtEq, 3), bound(Operator::LtEq, 5), days]);
+        on_day.update(shaped).unwrap();
         let price = col("price", &output).unwrap();
         let cents = lit(ScalarValue::Decimal128(Some(100), 15, 2));
         on_price
@@ -428,11 +491,9 @@ mod tests {
         let kept = decodable(&filter, &output, &output, |_| true)
             .unwrap()
             .unwrap();
-        // The decoder reads only id: its bounds and its own list; the join checks the pairs.
-        assert_eq!(
-            kept.to_string(),
-            "id@0 >= 7 AND id@0 <= 9 AND id@0 IN (SET) ([7, 9])"
-        );
+        // The decoder reads only id, its own list (which implies its bounds); the join
+        // checks the pairs.
+        assert_eq!(kept.to_string(), "id@0 IN (SET) ([7, 9])");
     }
 
     #[test]
