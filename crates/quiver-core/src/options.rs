@@ -93,6 +93,11 @@ extensions_options! {
         /// CURRENT ROW` (of whole numbers and decimals) are computed in one pass over the
         /// sorted rows; false leaves them to DataFusion's row-by-row window operator.
         pub running_windows: bool, default = true
+        /// A hash join whose inputs are both hashed by its keys into the same partitions
+        /// (aggregates grouped by them) joins partition by partition, where DataFusion
+        /// would merge a small build side into one table; false leaves DataFusion's pick
+        /// (the default of the fragments, Lambda and `auto` executors' sessions).
+        pub co_partitioned_joins: bool, default = true
         /// S3's price per 1,000 GET requests in dollars (AWS's list price, us-east-1), for
         /// `EXPLAIN COST` and `--profile`.
         pub price_per_1000_gets: f64, default = 0.0004

@@ -116,6 +116,7 @@ impl QuiverSession {
             .with_default_features()
             .with_analyzer_rules(duckdb_then_default_analyzer_rules())
             .with_physical_optimizer_rule(Arc::new(crate::filter_order::CheapConjunctsFirst))
+            .with_physical_optimizer_rule(Arc::new(crate::co_partitioned::CoPartitionedJoins))
             .with_physical_optimizer_rule(Arc::new(crate::scan::JoinsAboveScans))
             .with_physical_optimizer_rule(Arc::new(crate::running_window::RunningAggregates))
             .build();
@@ -291,7 +292,12 @@ fn session_config(options: &SessionOptions, runtime: &Arc<QuiverRuntime>) -> Ses
             collect_left_at_most(options, 256 << 10, 128 << 10),
         )
         .with_extension(Arc::clone(runtime))
-        .with_option_extension(QuiverOptions::default())
+        .with_option_extension(QuiverOptions {
+            // As `collect_left_at_most`: where a join is collected decides how the other
+            // executors cut a plan, so they keep DataFusion's pick.
+            co_partitioned_joins: options.executor == ExecutorKind::DataFusion,
+            ..QuiverOptions::default()
+        })
 }
 
 /// The largest build side (estimated bytes or rows) that a hash join builds once for every
