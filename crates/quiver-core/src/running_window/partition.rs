@@ -131,13 +131,12 @@ impl PartitionState {
         let Some(held) = self.held.take() else {
             return Ok(None);
         };
-        let peers = self
-            .peers_by
-            .as_ref()
-            .map(|keys| keys.starts(&held, None))
-            .transpose()?;
-        let peers = peers.as_ref().map(|(starts, _)| starts.as_slice());
-        self.extended(&held, peers).map(Some)
+        // `take` holds one peer group, a batch's last: no need to encode its keys again.
+        let mut peers = vec![false; held.num_rows()];
+        if let Some(first) = peers.first_mut() {
+            *first = true;
+        }
+        self.extended(&held, Some(&peers)).map(Some)
     }
 
     /// `batch` with each aggregate's running value as a column; under a RANGE frame each
