@@ -546,6 +546,9 @@ def test_explain_analyze_reports_the_scan_reads(quiver, data):
                     "EXPLAIN ANALYZE SELECT sum(id) FROM 'glob/f4.parquet'", cwd=data)
     scan = next(line for line in out.splitlines() if "BucketScanExec" in line)
     assert "requests=" in scan and "bytes_read=" in scan and "cache_hit_bytes=" in scan, scan
+    # The rows it gave and the time spent decoding them, as DataFusion's scan reports.
+    _, [[rows]] = quiver.csv("SELECT count(*) FROM 'glob/f4.parquet'", cwd=data)
+    assert f"output_rows={rows}," in scan and "elapsed_compute=" in scan, scan
 
 
 # COPY ... TO

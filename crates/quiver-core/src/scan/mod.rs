@@ -400,11 +400,12 @@ impl ExecutionPlan for BucketScanExec {
         let scan = Arc::new(self.clone());
         let sieve = self.sieve(partition, &context);
         let late = Arc::new(late::Late::default());
-        Ok(match &self.fetched {
+        let stream = match &self.fetched {
             Some(inputs) => {
                 stream::decoding(scan, inputs, buckets.len(), sieve, late, &runtime, context)
             }
             None => stream::fetching(scan, partition, buckets, sieve, late, runtime, context),
-        })
+        };
+        Ok(stream::measured(stream, &self.metrics, partition))
     }
 }

@@ -15,7 +15,9 @@ use datafusion::execution::memory_pool::{
     MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation,
 };
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder};
+use datafusion::physical_plan::metrics::{
+    BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder,
+};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::ExecutionPlan;
 use futures::future::FutureExt;
@@ -125,6 +127,44 @@ fn sifted(
     let schema = decoded.schema();
     let sifted = decoded.map(move |batch| sieve.sift(batch?));
     Box::pin(RecordBatchStreamAdapter::new(schema, sifted))
+}
+
+/// `stream` with the time spent polling it (decoding, sifting and driving the fetches
+/// ahead, not waiting for them) and the rows it gives, for EXPLAIN ANALYZE.
+pub(super) fn measured(
+    stream: SendableRecordBatchStream,
+    metrics: &ExecutionPlanMetricsSet,
+    partition: usize,
+) -> SendableRecordBatchStream {
+    Box::pin(Measured {
+        inner: stream,
+        baseline: BaselineMetrics::new(metrics, partition),
+    })
+}
+
+struct Measured {
+    inner: SendableRecordBatchStream,
+    baseline: BaselineMetrics,
+}
+
+impl Stream for Measured {
+    type Item = Result<RecordBatch>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Self::Item>> {
+        let elapsed = self.baseline.elapsed_compute().clone();
+        let _timer = elapsed.timer();
+        let polled = self.inner.poll_next_unpin(cx);
+        self.baseline.record_poll(polled)
+    }
+}
+
+impl datafusion::physical_plan::RecordBatchStream for Measured {
+    fn schema(&self) -> datafusion::arrow::datatypes::SchemaRef {
+        self.inner.schema()
+    }
 }
 
 /// What fetching one bucket of a partition needs.
