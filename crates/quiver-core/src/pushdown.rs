@@ -225,10 +225,7 @@ fn narrowed(filter: Arc<dyn PhysicalExpr>, output: &Schema) -> Result<Arc<dyn Ph
                 return Ok(Transformed::no(e));
             };
             let sides = [binary.left(), binary.right()];
-            let is_true = |e: &Arc<dyn PhysicalExpr>| {
-                e.downcast_ref::<Literal>()
-                    .is_some_and(|l| l.value() == &ScalarValue::Boolean(Some(true)))
-            };
+            let is_true = |e: &Arc<dyn PhysicalExpr>| is_boolean(e, true);
             if *binary.op() == Operator::And {
                 // What a replaced bound leaves: `true AND x` is `x`.
                 return Ok(match sides.map(is_true) {
@@ -311,21 +308,16 @@ fn unrouted(filter: Arc<dyn PhysicalExpr>, output: &Schema) -> Result<Arc<dyn Ph
             let Some(case) = e.downcast_ref::<CaseExpr>().filter(|c| c.expr().is_some()) else {
                 return Ok(Transformed::no(e));
             };
-            let is_false = |e: &Arc<dyn PhysicalExpr>| {
-                e.downcast_ref::<Literal>()
-                    .is_some_and(|l| l.value() == &ScalarValue::Boolean(Some(false)))
-            };
             let lists: Option<Vec<&InListExpr>> = case
                 .when_then_expr()
                 .iter()
                 .map(|(_, then)| then.downcast_ref::<InListExpr>().filter(|l| !l.negated()))
                 .collect();
-            let falls_out = case.else_expr().is_none_or(is_false);
-            let Some(first) = lists.as_ref().and_then(|l| l.first()).filter(|_| falls_out) else {
+            let falls_out = case.else_expr().is_none_or(|e| is_boolean(e, false));
+            let Some(lists) = lists.filter(|l| falls_out && !l.is_empty()) else {
                 return Ok(Transformed::no(e));
             };
-            let key = first.expr();
-            let lists = lists.as_deref().unwrap_or_default();
+            let key = lists[0].expr();
             if lists.iter().any(|list| list.expr() != key) {
                 return Ok(Transformed::no(e));
             }
@@ -334,6 +326,12 @@ fn unrouted(filter: Arc<dyn PhysicalExpr>, output: &Schema) -> Result<Arc<dyn Ph
             Ok(Transformed::yes(union))
         })?
         .data)
+}
+
+/// Whether `expr` is the literal `value`.
+fn is_boolean(expr: &Arc<dyn PhysicalExpr>, value: bool) -> bool {
+    expr.downcast_ref::<Literal>()
+        .is_some_and(|l| l.value() == &ScalarValue::Boolean(Some(value)))
 }
 
 /// The column of `column < literal` (or `<=`, `>`, `>=`, either way round).

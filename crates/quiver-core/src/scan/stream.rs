@@ -154,10 +154,10 @@ impl Stream for Measured {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> Poll<Option<Self::Item>> {
-        let elapsed = self.baseline.elapsed_compute().clone();
-        let _timer = elapsed.timer();
-        let polled = self.inner.poll_next_unpin(cx);
-        self.baseline.record_poll(polled)
+        let this = &mut *self;
+        let _timer = this.baseline.elapsed_compute().timer();
+        let polled = this.inner.poll_next_unpin(cx);
+        this.baseline.record_poll(polled)
     }
 }
 
