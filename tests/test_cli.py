@@ -232,6 +232,42 @@ def test_join_builds_on_the_smaller_side(quiver, tmp_path):
     assert quiver.csv(sql, cwd=tmp_path) == (["label", "n"], [["a", "1"], ["b", "1"], ["c", "1"]])
 
 
+def test_a_plain_dimension_joins_after_the_filtered_ones(quiver, tmp_path):
+    """TPC-DS's year_total lists `customer, store_sales, date_dim` and filters the dates
+    from outside a union: the sales are joined to their dates first, and the plain
+    customer table is probed by the sales of that year alone."""
+    pq.write_table(pa.table({"c_sk": pa.array(range(1000), pa.int64()),
+                             "c_name": [f"c{i}" for i in range(1000)]}),
+                   str(tmp_path / "customer.parquet"))
+    pq.write_table(pa.table({"s_customer": pa.array([i % 1000 for i in range(20_000)], pa.int64()),
+                             "s_date": pa.array([i % 730 for i in range(20_000)], pa.int64()),
+                             "s_amount": pa.array([i % 7 for i in range(20_000)], pa.int64())}),
+                   str(tmp_path / "sales.parquet"))
+    pq.write_table(pa.table({"d_sk": pa.array(range(730), pa.int64()),
+                             "d_year": pa.array([2000 + i // 365 for i in range(730)], pa.int64())}),
+                   str(tmp_path / "dates.parquet"))
+    views = "".join(f"CREATE VIEW {t} AS SELECT * FROM '{t}.parquet'; "
+                    for t in ("customer", "sales", "dates"))
+    branch = ("SELECT c_name, d_year, sum(s_amount) AS total, '{kind}' AS kind "
+              "FROM customer, sales, dates WHERE c_sk = s_customer AND s_date = d_sk "
+              "GROUP BY c_name, d_year")
+    sql = ("WITH totals AS (" + branch.format(kind="s") + " UNION ALL " + branch.format(kind="w")
+           + ") SELECT count(*) AS n, sum(total) AS total FROM totals "
+           "WHERE kind = 's' AND d_year = 2001")
+    plan = quiver.ok("query", "--format", "csv", views + "EXPLAIN " + sql, cwd=tmp_path)
+    logical = plan[:plan.index("physical_plan")]
+    scans = [line.split("TableScan: ")[1].split()[0] for line in logical.splitlines()
+             if "TableScan: " in line]
+    assert scans == ["sales", "dates", "customer"], logical
+    expected = (["n", "total"], [["1000", str(sum(i % 7 for i in range(20_000) if i % 730 >= 365))]])
+    assert quiver.csv(views + sql, cwd=tmp_path) == expected
+    # As listed when turned off, with the same answer.
+    off = ("--set", "quiver.plain_dimensions_last=false")
+    plan = quiver.ok("query", *off, "--format", "csv", views + "EXPLAIN " + sql, cwd=tmp_path)
+    assert plan.index("TableScan: customer") < plan.index("TableScan: sales"), plan
+    assert quiver.csv(views + sql, *off, cwd=tmp_path) == expected
+
+
 def test_a_join_filters_its_probe_scan_as_it_decodes(quiver, tmp_path):
     """A small build side's keys reach the probe side's scan (DataFusion's dynamic filter),
     and the decoder drops the rows without a match: the join probes 3 rows, not 200,000.

@@ -9,8 +9,8 @@
 //! 3. cache → fetch → read: the block and disk caches, read plans, the one metered read
 //! 4. fixed_decimals → footer: footers read once per file
 //! 5. bucket → options → runtime: a statement's settings and the one way to open a file
-//! 6. prune · statistics · pushdown · filter_order · running_window · co_partitioned:
-//!    planning helpers and the plan rules after DataFusion's
+//! 6. prune · statistics · pushdown · filter_order · running_window · co_partitioned ·
+//!    join_order: planning helpers and the plan rules after DataFusion's
 //! 7. index → scan → table → metadata → text → iceberg: the persistent index, the scan
 //!    node, tables (Parquet, its metadata, CSV and JSON, Iceberg)
 //! 8. copy → cost: writing results, pricing reads
@@ -19,7 +19,7 @@
 //!
 //! floors: error metrics rates sql_types memory allocator format source cache fetch read
 //! fixed_decimals footer bucket options runtime prune statistics pushdown filter_order
-//! running_window co_partitioned index scan table metadata text iceberg copy cost fragment
+//! running_window co_partitioned join_order index scan table metadata text iceberg copy cost fragment
 //! exec session
 //!
 //! Public are the rooms the faces (the command, the browser module, the Lambda executor
@@ -42,6 +42,7 @@ pub mod format;
 pub mod fragment;
 mod iceberg;
 pub mod index;
+mod join_order;
 pub mod memory;
 pub mod metadata;
 pub mod metrics;

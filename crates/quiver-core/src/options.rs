@@ -98,6 +98,11 @@ extensions_options! {
         /// would merge a small build side into one table; false leaves DataFusion's pick
         /// (the default of the fragments, Lambda and `auto` executors' sessions).
         pub co_partitioned_joins: bool, default = true
+        /// A table read whole that hangs off a fact table by its key, listed before a
+        /// filtered one (`FROM customer, store_sales, date_dim WHERE d_year = 2001`), is
+        /// joined after the filtered ones; false joins in the order the query lists them,
+        /// as DataFusion does.
+        pub plain_dimensions_last: bool, default = true
         /// S3's price per 1,000 GET requests in dollars (AWS's list price, us-east-1), for
         /// `EXPLAIN COST` and `--profile`.
         pub price_per_1000_gets: f64, default = 0.0004

@@ -136,6 +136,7 @@ impl QuiverSession {
         }))?;
         context.add_optimizer_rule(Arc::new(listing_only::ListingOnlyRule));
         context.add_optimizer_rule(Arc::new(index_answers::IndexAnswersRule));
+        context.add_optimizer_rule(Arc::new(crate::join_order::PlainDimensionsLast));
         let pool = ComputePool::for_target(options.threads)?;
         Ok(Self {
             context,
