@@ -5,14 +5,13 @@
 //! fifths of the rows outside 2001. Joined after the date, customer is probed by the fifth
 //! that is left.
 //!
-//! The rule moves only what cannot make a join bigger: a table read whole (no filter) that
-//! hangs off the rest by one relation, which itself joins others (a hub: the fact table),
-//! and that comes before a relation with a filter. Such a table is a dimension looked up by
-//! its key, which keeps the hub's rows as they are, so it can go last; the filtered
-//! relations, which drop rows, then come first. Everything else keeps its order, and the
-//! plan keeps its columns in theirs (a projection on top). Explicit `JOIN ... ON` chains
-//! are inner joins too: TPC-DS q72's warehouse and item now join after its filtered
-//! demographics and dates.
+//! The rule moves only a table read whole (no filter) that hangs off the rest by one
+//! relation, which itself joins others (a hub: the fact table), and that comes before a
+//! relation with a filter. In a star schema that is a dimension looked up by its key,
+//! which keeps the hub's rows as they are, so it can go last and the filtered relations,
+//! which drop rows, first. Everything else keeps its order, and the plan keeps its columns
+//! in theirs (a projection on top). Explicit `JOIN ... ON` chains are inner joins too:
+//! TPC-DS q72's warehouse and item now join after its filtered demographics and dates.
 //! `SET quiver.plain_dimensions_last = false` keeps the order as listed.
 
 use std::collections::HashSet;
