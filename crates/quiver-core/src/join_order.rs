@@ -55,10 +55,8 @@ fn reordered(plan: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
     let mut leaves = Vec::new();
     let mut pairs = Vec::new();
     flatten(&plan, &mut leaves, &mut pairs);
-    let Some(graph) = Graph::new(&leaves, &pairs) else {
-        return with_leaves_reordered(plan);
-    };
-    let Some(order) = graph.plain_last() else {
+    let graph = Graph::new(&leaves, &pairs);
+    let Some((graph, order)) = graph.and_then(|g| g.plain_last().map(|order| (g, order))) else {
         return with_leaves_reordered(plan);
     };
     let leaves = leaves
@@ -94,8 +92,7 @@ fn is_inner_equi_join(plan: &LogicalPlan) -> bool {
 fn in_join_tree(plan: &LogicalPlan) -> bool {
     match plan {
         LogicalPlan::Projection(projection) => {
-            projection.expr.iter().all(|e| matches!(e, Expr::Column(_)))
-                && in_join_tree(&projection.input)
+            only_columns(projection) && in_join_tree(&projection.input)
         }
         _ => is_inner_equi_join(plan),
     }
@@ -201,13 +198,17 @@ impl Graph {
     }
 }
 
+/// A projection that only keeps or drops columns.
+fn only_columns(projection: &Projection) -> bool {
+    projection.expr.iter().all(|e| matches!(e, Expr::Column(_)))
+}
+
 /// A table read whole: a scan with no filter and no limit, maybe renamed or projected.
 fn is_plain(plan: &LogicalPlan) -> bool {
     match plan {
         LogicalPlan::SubqueryAlias(alias) => is_plain(&alias.input),
         LogicalPlan::Projection(projection) => {
-            projection.expr.iter().all(|e| matches!(e, Expr::Column(_)))
-                && is_plain(&projection.input)
+            only_columns(projection) && is_plain(&projection.input)
         }
         LogicalPlan::TableScan(scan) => !drops_rows(&scan.filters) && scan.fetch.is_none(),
         _ => false,
