@@ -16,6 +16,9 @@
 //! compared with a literal or in a list of literals, or tested for null. These cannot fail,
 //! and the other conjuncts keep their order, so a conjunct that guards another (`x <> 0
 //! AND 10 / x > 1`) still comes first and sees no more rows than before.
+//!
+//! The conjuncts, so ordered, then run in turn into one bitmap of kept rows (`all_of`), not
+//! as DataFusion's nested ANDs (`quiver.conjuncts_in_turn`).
 
 use std::sync::Arc;
 
@@ -33,7 +36,11 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 use datafusion::physical_plan::ExecutionPlan;
 
-/// The rule: every `FilterExec`'s cheap conjuncts first.
+use crate::all_of::AllOf;
+use crate::options::QuiverOptions;
+
+/// The rule: every `FilterExec`'s cheap conjuncts first, then each conjunct evaluated on the
+/// rows the ones before kept (`AllOf`).
 #[derive(Debug)]
 pub struct CheapConjunctsFirst;
 
@@ -41,8 +48,9 @@ impl PhysicalOptimizerRule for CheapConjunctsFirst {
     fn optimize(
         &self,
         plan: Arc<dyn ExecutionPlan>,
-        _config: &ConfigOptions,
+        config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        let in_turn = QuiverOptions::of(config).conjuncts_in_turn;
         plan.transform_up(|node| {
             let Some(filter) = node.downcast_ref::<FilterExec>() else {
                 return Ok(Transformed::no(node));
@@ -50,17 +58,22 @@ impl PhysicalOptimizerRule for CheapConjunctsFirst {
             let schema = filter.input().schema();
             let searched = segments_searched_first(filter.predicate())?;
             let predicate = searched.as_ref().unwrap_or(filter.predicate());
-            match cheap_first(predicate, &schema).or(searched) {
-                Some(predicate) => {
-                    let reordered = FilterExecBuilder::from(filter)
-                        .with_predicate(predicate)
-                        .build()?;
-                    Ok(Transformed::yes(
-                        Arc::new(reordered) as Arc<dyn ExecutionPlan>
-                    ))
-                }
-                None => Ok(Transformed::no(node)),
-            }
+            let ordered = cheap_first(predicate, &schema).or(searched);
+            let predicate = ordered.as_ref().unwrap_or(filter.predicate());
+            let conjuncts: Vec<_> = (split_conjunction(predicate).into_iter())
+                .map(Arc::clone)
+                .collect();
+            let predicate: Arc<dyn PhysicalExpr> = match ordered {
+                _ if in_turn && conjuncts.len() > 1 => Arc::new(AllOf::new(conjuncts)?),
+                Some(ordered) => ordered,
+                None => return Ok(Transformed::no(node)),
+            };
+            let evaluated_in_order = FilterExecBuilder::from(filter)
+                .with_predicate(predicate)
+                .build()?;
+            Ok(Transformed::yes(
+                Arc::new(evaluated_in_order) as Arc<dyn ExecutionPlan>
+            ))
         })
         .map(|t| t.data)
     }

@@ -25,6 +25,7 @@
 //! Public are the rooms the faces (the command, the browser module, the Lambda executor
 //! and functions) use, each exporting what they need; the rest is private.
 
+mod all_of;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod allocator;
 pub mod bucket;

@@ -9,12 +9,16 @@ use datafusion::arrow::ipc::reader::StreamReader;
 use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr_common::physical_expr::proto_decode::PhysicalExprDecodeCtx;
+use datafusion::physical_expr_common::physical_expr::proto_encode::PhysicalExprEncodeCtx;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion_proto::bytes::{
     physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
 };
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 
+use crate::all_of::AllOf;
 use crate::bucket::Bucket;
 use crate::scan::{BucketScanExec, ScanFile, ScanSummary};
 
@@ -41,7 +45,8 @@ pub fn travelling_bytes(plan: &Arc<dyn ExecutionPlan>, context: &TaskContext) ->
     Ok(bytes)
 }
 
-/// datafusion-proto codec for our scan.
+/// datafusion-proto codec for our scan and for a filter's `AllOf` (its conjuncts travel as
+/// its children; its own bytes are only a tag).
 #[derive(Debug)]
 pub struct QuiverCodec;
 
@@ -87,7 +92,39 @@ impl PhysicalExtensionCodec for QuiverCodec {
         buf.extend_from_slice(&schema_bytes);
         serde_json::to_writer(buf, &message).map_err(|e| DataFusionError::Internal(e.to_string()))
     }
+
+    fn try_decode_expr(
+        &self,
+        buf: &[u8],
+        inputs: &[Arc<dyn PhysicalExpr>],
+        _ctx: &PhysicalExprDecodeCtx<'_>,
+    ) -> Result<Arc<dyn PhysicalExpr>> {
+        if buf != ALL_OF {
+            return Err(DataFusionError::Internal(
+                "malformed fragment: an unknown expression".into(),
+            ));
+        }
+        Ok(Arc::new(AllOf::new(inputs.to_vec())?))
+    }
+
+    fn try_encode_expr(
+        &self,
+        node: &Arc<dyn PhysicalExpr>,
+        buf: &mut Vec<u8>,
+        _ctx: &PhysicalExprEncodeCtx<'_>,
+    ) -> Result<()> {
+        if node.downcast_ref::<AllOf>().is_none() {
+            return Err(DataFusionError::NotImplemented(format!(
+                "cannot serialise {node}"
+            )));
+        }
+        buf.extend_from_slice(ALL_OF);
+        Ok(())
+    }
 }
+
+/// The bytes that stand for an `AllOf` (its conjuncts are its children).
+const ALL_OF: &[u8] = b"all_of";
 
 /// A scan from its message: the table schema as Arrow IPC, then the rest as JSON.
 fn decode_scan(buf: &[u8]) -> Result<Arc<dyn ExecutionPlan>> {

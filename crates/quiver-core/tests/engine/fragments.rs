@@ -11,6 +11,7 @@ use datafusion::error::Result;
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::collect;
 use datafusion::physical_plan::displayable;
+use datafusion::physical_plan::filter::FilterExec;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use quiver_core::exec::{
@@ -63,8 +64,10 @@ async fn fragments_survive_the_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_file(dir.path());
     let quiver = session(ExecutorKind::Fragments);
-    let sql =
-        format!("{SETTINGS} SELECT k, sum(v), count(*) FROM '{path}' WHERE v % 3 = 0 GROUP BY k");
+    let sql = format!(
+        "{SETTINGS} SELECT k, sum(v), count(*) FROM '{path}' \
+         WHERE v % 3 = 0 AND k <> 'key1' GROUP BY k"
+    );
     let plan = quiver.physical_plan(&sql).await.unwrap();
     let found = fragments(&plan);
     assert_eq!(found.len(), 1, "one scan, one fragment");
@@ -78,6 +81,14 @@ async fn fragments_survive_the_round_trip() {
     assert!(
         decoded.name() == "AggregateExec",
         "the partial aggregate runs in the fragment"
+    );
+    // The filter's conjuncts, evaluated in turn (`AllOf`), travel as they are.
+    let filter = decoded.children()[0];
+    let filter = filter.downcast_ref::<FilterExec>().unwrap();
+    assert!(format!("{:?}", filter.predicate()).starts_with("AllOf"));
+    assert_eq!(
+        filter.predicate().to_string(),
+        "v@1 % 3 = 0 AND k@0 != key1"
     );
 }
 
