@@ -17,8 +17,8 @@
 //! and the other conjuncts keep their order, so a conjunct that guards another (`x <> 0
 //! AND 10 / x > 1`) still comes first and sees no more rows than before.
 //!
-//! The conjuncts, so ordered, then run in turn into one bitmap of kept rows (`all_of`), not
-//! as DataFusion's nested ANDs (`quiver.conjuncts_in_turn`).
+//! The conjuncts, so ordered, then run in turn into one bitmap of kept rows (`in_turn`), not
+//! as DataFusion's nested ANDs, and so do the parts of an OR (`quiver.conjuncts_in_turn`).
 
 use std::sync::Arc;
 
@@ -36,11 +36,11 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 use datafusion::physical_plan::ExecutionPlan;
 
-use crate::all_of::AllOf;
+use crate::in_turn::InTurn;
 use crate::options::QuiverOptions;
 
-/// The rule: every `FilterExec`'s cheap conjuncts first, then each conjunct evaluated on the
-/// rows the ones before kept (`AllOf`).
+/// The rule: every `FilterExec`'s cheap conjuncts first, then its ANDs and ORs evaluated in
+/// turn, each part on the rows the ones before left undecided (`InTurn`).
 #[derive(Debug)]
 pub struct CheapConjunctsFirst;
 
@@ -60,13 +60,14 @@ impl PhysicalOptimizerRule for CheapConjunctsFirst {
             let predicate = searched.as_ref().unwrap_or(filter.predicate());
             let ordered = cheap_first(predicate, &schema).or(searched);
             let predicate = ordered.as_ref().unwrap_or(filter.predicate());
-            let conjuncts: Vec<_> = (split_conjunction(predicate).into_iter())
-                .map(Arc::clone)
-                .collect();
-            let predicate: Arc<dyn PhysicalExpr> = match ordered {
-                _ if in_turn && conjuncts.len() > 1 => Arc::new(AllOf::new(conjuncts)?),
-                Some(ordered) => ordered,
-                None => return Ok(Transformed::no(node)),
+            let taken_in_turn = match in_turn {
+                true => InTurn::of(predicate)?,
+                false => None,
+            };
+            let predicate = match (taken_in_turn, ordered) {
+                (Some(taken_in_turn), _) => taken_in_turn,
+                (None, Some(ordered)) => ordered,
+                (None, None) => return Ok(Transformed::no(node)),
             };
             let evaluated_in_order = FilterExecBuilder::from(filter)
                 .with_predicate(predicate)

@@ -25,7 +25,6 @@
 //! Public are the rooms the faces (the command, the browser module, the Lambda executor
 //! and functions) use, each exporting what they need; the rest is private.
 
-mod all_of;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod allocator;
 pub mod bucket;
@@ -42,6 +41,7 @@ mod footer;
 pub mod format;
 pub mod fragment;
 mod iceberg;
+mod in_turn;
 pub mod index;
 mod join_order;
 pub mod memory;

@@ -18,8 +18,8 @@ use datafusion_proto::bytes::{
 };
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 
-use crate::all_of::AllOf;
 use crate::bucket::Bucket;
+use crate::in_turn::{InTurn, Joined};
 use crate::scan::{BucketScanExec, ScanFile, ScanSummary};
 
 /// Serialises a fragment as a worker receives it: datafusion-proto with our codec.
@@ -45,8 +45,8 @@ pub fn travelling_bytes(plan: &Arc<dyn ExecutionPlan>, context: &TaskContext) ->
     Ok(bytes)
 }
 
-/// datafusion-proto codec for our scan and for a filter's `AllOf` (its conjuncts travel as
-/// its children; its own bytes are only a tag).
+/// datafusion-proto codec for our scan and for a filter's `InTurn` (its parts travel as its
+/// children; its own bytes are only a tag).
 #[derive(Debug)]
 pub struct QuiverCodec;
 
@@ -99,12 +99,16 @@ impl PhysicalExtensionCodec for QuiverCodec {
         inputs: &[Arc<dyn PhysicalExpr>],
         _ctx: &PhysicalExprDecodeCtx<'_>,
     ) -> Result<Arc<dyn PhysicalExpr>> {
-        if buf != ALL_OF {
-            return Err(DataFusionError::Internal(
-                "malformed fragment: an unknown expression".into(),
-            ));
-        }
-        Ok(Arc::new(AllOf::new(inputs.to_vec())?))
+        let joined = match buf {
+            ALL_OF => Joined::All,
+            ANY_OF => Joined::Any,
+            _ => {
+                return Err(DataFusionError::Internal(
+                    "malformed fragment: an unknown expression".into(),
+                ))
+            }
+        };
+        Ok(Arc::new(InTurn::new(joined, inputs.to_vec())?))
     }
 
     fn try_encode_expr(
@@ -113,18 +117,22 @@ impl PhysicalExtensionCodec for QuiverCodec {
         buf: &mut Vec<u8>,
         _ctx: &PhysicalExprEncodeCtx<'_>,
     ) -> Result<()> {
-        if node.downcast_ref::<AllOf>().is_none() {
+        let Some(in_turn) = node.downcast_ref::<InTurn>() else {
             return Err(DataFusionError::NotImplemented(format!(
                 "cannot serialise {node}"
             )));
-        }
-        buf.extend_from_slice(ALL_OF);
+        };
+        buf.extend_from_slice(match in_turn.joined() {
+            Joined::All => ALL_OF,
+            Joined::Any => ANY_OF,
+        });
         Ok(())
     }
 }
 
-/// The bytes that stand for an `AllOf` (its conjuncts are its children).
+/// The bytes that stand for an `InTurn` of each kind (its parts are its children).
 const ALL_OF: &[u8] = b"all_of";
+const ANY_OF: &[u8] = b"any_of";
 
 /// A scan from its message: the table schema as Arrow IPC, then the rest as JSON.
 fn decode_scan(buf: &[u8]) -> Result<Arc<dyn ExecutionPlan>> {

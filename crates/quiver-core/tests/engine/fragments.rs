@@ -82,10 +82,10 @@ async fn fragments_survive_the_round_trip() {
         decoded.name() == "AggregateExec",
         "the partial aggregate runs in the fragment"
     );
-    // The filter's conjuncts, evaluated in turn (`AllOf`), travel as they are.
+    // The filter's conjuncts, evaluated in turn (`InTurn`), travel as they are.
     let filter = decoded.children()[0];
     let filter = filter.downcast_ref::<FilterExec>().unwrap();
-    assert!(format!("{:?}", filter.predicate()).starts_with("AllOf"));
+    assert!(format!("{:?}", filter.predicate()).starts_with("InTurn"));
     assert_eq!(
         filter.predicate().to_string(),
         "v@1 % 3 = 0 AND k@0 != key1"
