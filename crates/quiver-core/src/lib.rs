@@ -9,8 +9,8 @@
 //! 3. cache → fetch → read: the block and disk caches, read plans, the one metered read
 //! 4. fixed_decimals → footer: footers read once per file
 //! 5. bucket → options → runtime: a statement's settings and the one way to open a file
-//! 6. prune · statistics · pushdown · filter_order · running_window · co_partitioned ·
-//!    join_order: planning helpers and the plan rules after DataFusion's
+//! 6. prune · statistics · pushdown · in_turn · filter_order · running_window ·
+//!    co_partitioned · join_order: planning helpers and the plan rules after DataFusion's
 //! 7. index → scan → table → metadata → text → iceberg: the persistent index, the scan
 //!    node, tables (Parquet, its metadata, CSV and JSON, Iceberg)
 //! 8. copy → cost: writing results, pricing reads
@@ -18,7 +18,7 @@
 //! 10. session: statements, planned and run
 //!
 //! floors: error metrics rates sql_types memory allocator format source cache fetch read
-//! fixed_decimals footer bucket options runtime prune statistics pushdown filter_order
+//! fixed_decimals footer bucket options runtime prune statistics pushdown in_turn filter_order
 //! running_window co_partitioned join_order index scan table metadata text iceberg copy cost fragment
 //! exec session
 //!
