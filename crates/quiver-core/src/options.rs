@@ -103,8 +103,9 @@ extensions_options! {
         /// joined after the filtered ones; false joins in the order the query lists them,
         /// as DataFusion does.
         pub plain_dimensions_last: bool, default = true
-        /// A filter's conjuncts are evaluated in turn, each on the rows the ones before
-        /// kept, into one bitmap; false evaluates them as DataFusion's nested ANDs.
+        /// A filter's conjuncts (and an OR's parts) are evaluated in turn, each on the rows
+        /// the ones before left undecided, into one bitmap; false evaluates them as
+        /// DataFusion's nested ANDs and ORs.
         pub conjuncts_in_turn: bool, default = true
         /// S3's price per 1,000 GET requests in dollars (AWS's list price, us-east-1), for
         /// `EXPLAIN COST` and `--profile`.

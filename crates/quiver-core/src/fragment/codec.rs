@@ -99,15 +99,16 @@ impl PhysicalExtensionCodec for QuiverCodec {
         inputs: &[Arc<dyn PhysicalExpr>],
         _ctx: &PhysicalExprDecodeCtx<'_>,
     ) -> Result<Arc<dyn PhysicalExpr>> {
+        let malformed =
+            |what: &str| DataFusionError::Internal(format!("malformed fragment: {what}"));
         let joined = match buf {
             ALL_OF => Joined::All,
             ANY_OF => Joined::Any,
-            _ => {
-                return Err(DataFusionError::Internal(
-                    "malformed fragment: an unknown expression".into(),
-                ))
-            }
+            _ => return Err(malformed("an unknown expression")),
         };
+        if inputs.len() < 2 {
+            return Err(malformed("an AND or OR of fewer than two parts"));
+        }
         Ok(Arc::new(InTurn::new(joined, inputs.to_vec())?))
     }
 
