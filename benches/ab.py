@@ -20,8 +20,10 @@ change's effect where times drift). Then the geomean of B/A and the totals. Answ
 checked here (benches/run checks them against DuckDB).
 
 --datafusion adds DataFusion-python's time, as benches/run takes it (one warm session in this
-process, the best of `passes` runs after one more) and B over it, and lists the queries over 0.1
-s where B's process is slower (issue 33's rule; shorter ones count as warm statements).
+process, the best of `passes` runs after one more, each run beside a pass of A and B) and B over
+it, and lists the queries where B is slower by issue 33's rule: a query whose process takes 0.1 s
+or more as a whole process, a shorter one as a statement in a warm session (B's `quiver` shell
+running it four times, the best of the last three).
 """
 import argparse
 import math
@@ -67,23 +69,24 @@ def spelling(sql, engine):
     return sql[engine] if isinstance(sql, dict) else sql
 
 
-def datafusion_seconds(tables, queries, passes):
-    """{label: DataFusion-python's best of `passes` runs in one warm session}."""
-    session = DataFusionDriver().open(None)
-    engine = DataFusion(timeout=None)
-    for name, glob in tables.items():
-        for statement in engine.view(name, glob):
-            session.execute(statement)
-    best = {}
-    for label, sql in queries.items():
-        sql = spelling(sql, "datafusion")
-        times = []
-        for _ in range(passes + 1):
-            start = time.perf_counter()
-            session.arrow(sql)
-            times.append(time.perf_counter() - start)
-        best[label] = min(times[1:])
-    return best
+class DataFusionPeer:
+    """DataFusion-python in one warm session in this process, as benches/run times it; each
+    query runs once to warm up, then once per pass beside A and B, so that the machine's drift
+    from minute to minute meets all three alike."""
+
+    def __init__(self, tables):
+        self.session = DataFusionDriver().open(None)
+        for name, glob in tables.items():
+            for statement in DataFusion(timeout=None).view(name, glob):
+                self.session.execute(statement)
+
+    def warm_up(self, sql):
+        self.session.arrow(spelling(sql, "datafusion"))
+
+    def seconds(self, sql):
+        start = time.perf_counter()
+        self.session.arrow(spelling(sql, "datafusion"))
+        return time.perf_counter() - start
 
 
 def run(command, script):
@@ -137,8 +140,8 @@ def main(argv):
             parser.error(f"no such queries in {args.suite}: {', '.join(unknown)}")
         queries = {q: queries[q] for q in wanted}
     quiver = engines.Quiver(args.a, timeout=None)  # the views as benches/run makes them
-    views = "".join(f"{statement};\n" for name, glob in tables.items()
-                    for statement in quiver.view(name, glob))
+    setup = [statement for name, glob in tables.items() for statement in quiver.view(name, glob)]
+    views = "".join(f"{statement};\n" for statement in setup)
     commands = {side: [installed(os.path.abspath(binary), "ab", side), "query"]
                 + shlex.split(extra) + ["-"]
                 for side, binary, extra in (("A", args.a, args.a_args),
@@ -146,7 +149,8 @@ def main(argv):
     print(f"{args.suite}: {len(queries)} queries, {args.passes} passes, load average "
           f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     print(f"  A: {shlex.join(commands['A'])}\n  B: {shlex.join(commands['B'])}")
-    peer = datafusion_seconds(tables, queries, args.passes) if args.datafusion else {}
+    peer = DataFusionPeer(tables) if args.datafusion else None
+    warm_b = engines.Quiver(commands["B"][0], timeout=None, args=shlex.split(args.b_args))
     print(f"{'query':6} {'A s':>7} {'B s':>7} {'B/A':>5}   {'sys A':>5} {'sys B':>5}   "
           f"{'faults A':>8} {'faults B':>8}   {'RSS A':>6} {'RSS B':>6}"
           + (f"   {'DF s':>7} {'B/DF':>5}" if peer else ""))
@@ -154,11 +158,16 @@ def main(argv):
     totals = {"A": [0.0, 0.0, 0, 0.0], "B": [0.0, 0.0, 0, 0.0]}
     for label, sql in queries.items():
         runs = {"A": [], "B": []}
+        peer_seconds = []
+        if peer:
+            peer.warm_up(sql)
         for turn in range(args.passes):
             # A then B, then B then A: whichever runs second meets the pages and caches the
             # first left (identical builds, always in one order: 0.98x).
             for side in ("A", "B") if turn % 2 == 0 else ("B", "A"):
                 runs[side].append(run(commands[side], views + spelling(sql, "quiver")))
+            if peer:
+                peer_seconds.append(peer.seconds(sql))
         row = {}
         for side, samples in runs.items():
             row[side] = (min(s[0] for s in samples),
@@ -166,12 +175,21 @@ def main(argv):
             totals[side] = [t + v for t, v in zip(totals[side], row[side])]
         ratio = row["B"][0] / row["A"][0]
         ratios.append(ratio)
-        if peer:
-            over_peer.append((label, row["B"][0], row["B"][0] / peer[label]))
         a, b = row["A"], row["B"]
+        peer_column = ""
+        if peer:
+            best_peer = min(peer_seconds)
+            # The issue's rule: a process of 0.1 s or more is judged whole, a shorter query
+            # as a statement in B's warm session.
+            judged, how = b[0], "process"
+            if judged < 0.1:
+                judged = warm_b.warm_statement_seconds(setup, spelling(sql, "quiver"))
+                how = "warm"
+            over_peer.append((label, how, judged / best_peer))
+            peer_column = f"   {best_peer:7.3f} {judged / best_peer:5.2f}{'w' if how == 'warm' else ''}"
         print(f"{label:6} {a[0]:7.3f} {b[0]:7.3f} {ratio:5.2f}   {a[1]:5.2f} {b[1]:5.2f}   "
               f"{a[2] / 1e3:7.1f}k {b[2] / 1e3:7.1f}k   {a[3]:5.0f}M {b[3]:5.0f}M"
-              + (f"   {peer[label]:7.3f} {b[0] / peer[label]:5.2f}" if peer else ""), flush=True)
+              + peer_column, flush=True)
     geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
     a, b = totals["A"], totals["B"]
     print(f"geomean B/A {geomean:.3f} over {len(ratios)} queries; totals: best wall "
@@ -179,13 +197,10 @@ def main(argv):
           f"{a[2] / 1e3:.0f}k / {b[2] / 1e3:.0f}k, peak RSS summed {a[3]:.0f} / {b[3]:.0f} MB; "
           f"load average {os.getloadavg()[0]:.2f}")
     if peer:
-        # The issue's rule: a process over 0.1 s must not be slower than DataFusion (a
-        # shorter query is judged as a statement in a warm session, which is not timed here).
-        over = [f"{label} {ratio:.2f}x" for label, seconds, ratio in over_peer
-                if ratio > 1 and seconds >= 0.1]
+        over = [f"{label} {ratio:.2f}x ({how})" for label, how, ratio in over_peer if ratio > 1]
         geomean_peer = math.exp(sum(math.log(r) for _, _, r in over_peer) / len(over_peer))
-        print(f"B/DataFusion geomean {geomean_peer:.3f}; B slower than DataFusion as a process "
-              f"over 0.1 s: {', '.join(over) or 'none'}")
+        print(f"B/DataFusion geomean {geomean_peer:.3f} (w: a warm statement, the process "
+              f"being under 0.1 s); B slower than DataFusion: {', '.join(over) or 'none'}")
 
 
 if __name__ == "__main__":

@@ -177,6 +177,11 @@ class Quiver:
             return None
         return min(times[-(runs - 1):])
 
+    def warm_statement_seconds(self, setup, sql, repeat=4):
+        """The query's own time (`time plan` + `time execute` from --profile) the `repeat`th
+        time one process runs it: a statement in a warm session, with this variant's flags."""
+        return _statement_seconds(self.run(setup, sql, repeat=repeat).stats)
+
     def session_runs(self, setup, sql, count=2, counter=None, threads=None):
         """[first, later...]: the first run is a fresh process (setup and query, timed whole);
         run k is a process running the query k times, timed by the last statement's own
