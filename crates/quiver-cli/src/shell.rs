@@ -181,13 +181,15 @@ impl Shell {
         statement: &mut String,
         line: &str,
     ) -> Taken {
-        if !has_sql(statement) && line.trim_start().starts_with('.') {
+        if line.trim_start().starts_with('.') && !has_sql(statement) {
             statement.clear();
             return Taken::Command(self.dot_command(runtime, line.trim()));
         }
         statement.push_str(line);
         statement.push('\n');
-        if !is_complete(statement) {
+        // Tokenizing the whole statement again at every line made a long one quadratic (a
+        // 2,000-line statement spent 4 s here); only a line that may end it is worth it.
+        if !may_end_statement(line) || !is_complete(statement) {
             return Taken::Pending;
         }
         let sql = std::mem::take(statement).trim().to_string();
@@ -349,6 +351,12 @@ impl Shell {
 
 /// Whether `text` holds whole statements: its last token, past comments, is `;` (and no
 /// string or quoted name is left open).
+/// Whether a statement that was not complete may be once `line` is added: its last token
+/// must then be a `;`, on this line or before a block comment this line closes.
+fn may_end_statement(line: &str) -> bool {
+    line.contains(';') || line.contains("*/")
+}
+
 fn is_complete(text: &str) -> bool {
     use datafusion::sql::sqlparser::dialect::GenericDialect;
     use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
@@ -502,6 +510,11 @@ mod tests {
 
     #[test]
     fn statements_end_at_a_semicolon_outside_strings_and_comments() {
+        assert!(may_end_statement("  1;"));
+        assert!(may_end_statement("closed */"));
+        assert!(!may_end_statement("  + 1 -- no end here"));
+        let pending = "SELECT 1; /* a note\n";
+        assert!(!is_complete(pending) && is_complete(&format!("{pending}*/\n")));
         assert!(is_complete("SELECT 1;"));
         assert!(is_complete("SELECT 1;\n"));
         assert!(is_complete("SELECT 1; -- done\n"));
