@@ -22,8 +22,8 @@ checked here (benches/run checks them against DuckDB).
 --datafusion adds DataFusion-python's time, as benches/run takes it (one warm session in this
 process, the best of `passes` runs after one more, each run beside a pass of A and B) and B over
 it, and lists the queries where B is slower by issue 33's rule: a query whose process takes 0.1 s
-or more as a whole process, a shorter one as a statement in a warm session (B's `quiver` shell
-running it four times, the best of the last three).
+or more as a whole process, a shorter one as a statement in a warm session (B's fourth run of it
+in one `quiver query` process, its `time plan` + `time execute`; marked `w`).
 """
 import argparse
 import math
@@ -186,7 +186,8 @@ def main(argv):
                 judged = warm_b.warm_statement_seconds(setup, spelling(sql, "quiver"))
                 how = "warm"
             over_peer.append((label, how, judged / best_peer))
-            peer_column = f"   {best_peer:7.3f} {judged / best_peer:5.2f}{'w' if how == 'warm' else ''}"
+            mark = "w" if how == "warm" else ""
+            peer_column = f"   {best_peer:7.3f} {judged / best_peer:5.2f}{mark}"
         print(f"{label:6} {a[0]:7.3f} {b[0]:7.3f} {ratio:5.2f}   {a[1]:5.2f} {b[1]:5.2f}   "
               f"{a[2] / 1e3:7.1f}k {b[2] / 1e3:7.1f}k   {a[3]:5.0f}M {b[3]:5.0f}M"
               + peer_column, flush=True)
