@@ -11,6 +11,7 @@ mod output;
 mod progress;
 mod sessions;
 mod shell;
+mod statement_end;
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;

@@ -24,6 +24,7 @@ use tokio::sync::Notify;
 use crate::catalog;
 use crate::output::{print_result, write_result, Printing};
 use crate::progress::Progress;
+use crate::statement_end::{has_sql, is_complete, may_end_statement};
 
 const HELP: &str = "\
 Enter SQL ending with ';' (it may span lines). Ctrl-C cancels a running query, Ctrl-D leaves.
@@ -187,8 +188,6 @@ impl Shell {
         }
         statement.push_str(line);
         statement.push('\n');
-        // Tokenizing the whole statement again at every line made a long one quadratic (a
-        // 2,000-line statement spent 4 s here); only a line that may end it is worth it.
         if !may_end_statement(line) || !is_complete(statement) {
             return Taken::Pending;
         }
@@ -349,38 +348,6 @@ impl Shell {
     }
 }
 
-/// Whether `text` holds whole statements: its last token, past comments, is `;` (and no
-/// string or quoted name is left open).
-/// Whether a statement that was not complete may be once `line` is added: its last token
-/// must then be a `;`, on this line or before a block comment this line closes.
-fn may_end_statement(line: &str) -> bool {
-    line.contains(';') || line.contains("*/")
-}
-
-fn is_complete(text: &str) -> bool {
-    use datafusion::sql::sqlparser::dialect::GenericDialect;
-    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
-    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, text).tokenize() else {
-        return false;
-    };
-    tokens
-        .iter()
-        .rev()
-        .find(|t| !matches!(t, Token::Whitespace(_)))
-        .is_some_and(|t| *t == Token::SemiColon)
-}
-
-/// Whether `text` holds anything but whitespace and comments.
-fn has_sql(text: &str) -> bool {
-    use datafusion::sql::sqlparser::dialect::GenericDialect;
-    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
-    match Tokenizer::new(&GenericDialect {}, text).tokenize() {
-        Ok(tokens) => tokens.iter().any(|t| !matches!(t, Token::Whitespace(_))),
-        // Unfinished (an open string): the session says what is wrong with it.
-        Err(_) => true,
-    }
-}
-
 fn history_file() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".quiver_history"))
 }
@@ -503,24 +470,3 @@ impl Highlighter for ShellHelper {
 impl Validator for ShellHelper {}
 
 impl Helper for ShellHelper {}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn statements_end_at_a_semicolon_outside_strings_and_comments() {
-        assert!(may_end_statement("  1;"));
-        assert!(may_end_statement("closed */"));
-        assert!(!may_end_statement("  + 1 -- no end here"));
-        let pending = "SELECT 1; /* a note\n";
-        assert!(!is_complete(pending) && is_complete(&format!("{pending}*/\n")));
-        assert!(is_complete("SELECT 1;"));
-        assert!(is_complete("SELECT 1;\n"));
-        assert!(is_complete("SELECT 1; -- done\n"));
-        assert!(!is_complete("SELECT 1"));
-        assert!(!is_complete("SELECT ';"));
-        assert!(!is_complete("SELECT 1 -- ;\n"));
-        assert!(!is_complete("SELECT 1; SELECT\n 2"));
-    }
-}
