@@ -76,8 +76,9 @@ class DataFusionPeer:
 
     def __init__(self, tables):
         self.session = DataFusionDriver().open(None)
+        engine = DataFusion(timeout=None)
         for name, glob in tables.items():
-            for statement in DataFusion(timeout=None).view(name, glob):
+            for statement in engine.view(name, glob):
                 self.session.execute(statement)
 
     def warm_up(self, sql):
@@ -150,6 +151,7 @@ def main(argv):
           f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     print(f"  A: {shlex.join(commands['A'])}\n  B: {shlex.join(commands['B'])}")
     peer = DataFusionPeer(tables) if args.datafusion else None
+    # B with its flags, for the warm statement a short query is judged by.
     warm_b = engines.Quiver(commands["B"][0], timeout=None, args=shlex.split(args.b_args))
     print(f"{'query':6} {'A s':>7} {'B s':>7} {'B/A':>5}   {'sys A':>5} {'sys B':>5}   "
           f"{'faults A':>8} {'faults B':>8}   {'RSS A':>6} {'RSS B':>6}"
