@@ -107,6 +107,11 @@ extensions_options! {
         /// the ones before left undecided, into one bitmap; false evaluates them as
         /// DataFusion's nested ANDs and ORs.
         pub conjuncts_in_turn: bool, default = true
+        /// `GROUP BY ... LIMIT n` without `ORDER BY` aggregates only the rows of the first
+        /// `n` keys it meets (any `n` whole groups answer it); false aggregates every group,
+        /// as DataFusion does (the default of the fragments, Lambda and `auto` executors'
+        /// sessions: the keys are chosen across partitions).
+        pub first_groups: bool, default = true
         /// S3's price per 1,000 GET requests in dollars (AWS's list price, us-east-1), for
         /// `EXPLAIN COST` and `--profile`.
         pub price_per_1000_gets: f64, default = 0.0004

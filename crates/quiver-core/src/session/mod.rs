@@ -119,6 +119,7 @@ impl QuiverSession {
             .with_physical_optimizer_rule(Arc::new(crate::co_partitioned::CoPartitionedJoins))
             .with_physical_optimizer_rule(Arc::new(crate::scan::JoinsAboveScans))
             .with_physical_optimizer_rule(Arc::new(crate::running_window::RunningAggregates))
+            .with_physical_optimizer_rule(Arc::new(crate::first_groups::FirstGroups))
             .build();
         let context = SessionContext::new_with_state(state);
         register_duckdb_functions(&context);
@@ -297,6 +298,7 @@ fn session_config(options: &SessionOptions, runtime: &Arc<QuiverRuntime>) -> Ses
             // As `collect_left_at_most`: where a join is collected decides how the other
             // executors cut a plan, so they keep DataFusion's pick.
             co_partitioned_joins: options.executor == ExecutorKind::DataFusion,
+            first_groups: options.executor == ExecutorKind::DataFusion,
             ..QuiverOptions::default()
         })
 }
