@@ -450,9 +450,10 @@ impl PartitionFilter {
             kept.push(known || chose);
         }
         if chosen.keys.len() >= self.limit {
+            // Settled keys live on in `settled` alone: nothing reads the sets being chosen.
             let settled = Arc::new(Settled {
-                keys: chosen.keys.clone(),
-                hashes: chosen.hashes.clone(),
+                keys: std::mem::take(&mut chosen.keys),
+                hashes: std::mem::take(&mut chosen.hashes),
             });
             chosen.settled = Some(Arc::clone(&settled));
             self.settled = Some(settled);
