@@ -388,10 +388,7 @@ mod tests {
         // About 50,000 unique keys in each of two partitions, in batches of 8 Ki rows:
         // each groups its first 32 Ki rows (and at most a batch more), then passes the rest.
         let passed = rows_passed_ungrouped(&session).await;
-        let (fewest, most) = (
-            100_000.0 - 2.0 * (40 << 10) as f64,
-            100_000.0 - 2.0 * 32768.0,
-        );
+        let (fewest, most) = (100_000.0 - 2.0 * 40_960.0, 100_000.0 - 2.0 * 32_768.0);
         assert!(
             (fewest..=most).contains(&passed),
             "{passed} rows passed ungrouped"
