@@ -314,7 +314,8 @@ fn session_config(options: &SessionOptions, runtime: &Arc<QuiverRuntime>) -> Ses
 /// memory too. At 32 Ki rows, interleaved processes, 5 passes (2026-12-02): ClickBench one
 /// file's hashing queries 0.968x (q39's strings 0.77x and 479 -> 368 MB, q13 0.91x, q31
 /// 0.96x), TPC-DS 0.978x over all 99 (3 passes) and 0.997x over its 13 largest aggregations
-/// (q97 0.96x; q67 +2% peak RSS, 413 -> 422 MB), tpchgen-cli's TPC-H 0.991x.
+/// (q97 0.96x; q95 and q75 hold 5-9 MB more at their peak), tpchgen-cli's TPC-H 0.991x,
+/// ClickBench 100 files' hashing queries 0.961x.
 const SKIP_PARTIAL_AGGREGATION_AFTER_ROWS: usize = 32 << 10;
 
 /// The largest build side (estimated bytes or rows) that a hash join builds once for every
