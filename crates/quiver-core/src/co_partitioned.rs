@@ -108,8 +108,7 @@ mod tests {
     use datafusion::arrow::util::pretty::pretty_format_batches;
     use datafusion::physical_plan::displayable;
 
-    use crate::exec::ExecutorKind;
-    use crate::{QuiverSession, SessionOptions};
+    use crate::QuiverSession;
 
     /// Two aggregates grouped by the join's keys, over tables whose sizes are known and
     /// small (so that DataFusion collects the build side).
@@ -129,11 +128,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_join_of_inputs_hashed_alike_by_its_keys_is_not_collected() {
-        let options = SessionOptions {
-            threads: 2,
-            executor: ExecutorKind::DataFusion,
-        };
-        let session = QuiverSession::new(options).unwrap();
+        let session = QuiverSession::local_two_threads();
         for (table, rows) in [("small", 1000), ("large", 1500)] {
             let values = format!("SELECT value FROM range({rows}) WHERE value % 50 <> 7");
             let sql = format!("CREATE TABLE {table} AS {values}");

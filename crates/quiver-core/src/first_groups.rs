@@ -509,11 +509,7 @@ mod tests {
         'v' || CAST(value % 1000 AS VARCHAR) AS s, value AS v FROM range(20000)";
 
     async fn session() -> QuiverSession {
-        let options = SessionOptions {
-            threads: 2,
-            executor: ExecutorKind::DataFusion,
-        };
-        let session = QuiverSession::new(options).unwrap();
+        let session = QuiverSession::local_two_threads();
         session
             .run("SET datafusion.execution.batch_size = 7")
             .await

@@ -314,8 +314,7 @@ mod tests {
     use datafusion::arrow::util::pretty::pretty_format_batches;
     use datafusion::physical_plan::displayable;
 
-    use crate::exec::ExecutorKind;
-    use crate::{QuiverSession, SessionOptions};
+    use crate::QuiverSession;
 
     /// Rows in batches of 7 (a partition spans several), nulls in `v`, decimals in `d`.
     const ROWS: &str = "SELECT value % 5 AS k, value AS o, \
@@ -324,11 +323,7 @@ mod tests {
 
     #[tokio::test]
     async fn running_aggregates_answer_as_datafusion_does() {
-        let options = SessionOptions {
-            threads: 2,
-            executor: ExecutorKind::DataFusion,
-        };
-        let session = QuiverSession::new(options).unwrap();
+        let session = QuiverSession::local_two_threads();
         let set = |on: bool| format!("SET quiver.running_windows = {on}");
         session
             .run("SET datafusion.execution.batch_size = 7")

@@ -250,18 +250,13 @@ fn only_a_path_table(create: &Statement) -> Option<(ObjectName, PathTable)> {
 
 #[cfg(test)]
 mod tests {
-    use crate::exec::ExecutorKind;
     use crate::source::{LocalSource, ObjectSource};
     use crate::table::as_quiver_table;
-    use crate::{describe, QuiverSession, SessionOptions};
+    use crate::{describe, QuiverSession};
     use datafusion::arrow::util::pretty::pretty_format_batches;
 
     fn session() -> QuiverSession {
-        let options = SessionOptions {
-            threads: 2,
-            executor: ExecutorKind::DataFusion,
-        };
-        QuiverSession::new(options).unwrap()
+        QuiverSession::local_two_threads()
     }
 
     async fn text(session: &QuiverSession, sql: &str) -> String {

@@ -340,6 +340,18 @@ fn collect_left_at_most(options: &SessionOptions, at_two: usize, default: usize)
     }
 }
 
+#[cfg(test)]
+impl QuiverSession {
+    /// Two threads on DataFusion's executor here: the session the plan rules' tests run in.
+    pub(crate) fn local_two_threads() -> Self {
+        let options = SessionOptions {
+            threads: 2,
+            executor: ExecutorKind::DataFusion,
+        };
+        Self::new(options).unwrap()
+    }
+}
+
 /// DuckDB's functions that DataFusion lacks or names otherwise.
 fn register_duckdb_functions(context: &SessionContext) {
     duckdb::vectors::register(context);
@@ -360,8 +372,7 @@ fn register_duckdb_functions(context: &SessionContext) {
 mod tests {
     use datafusion::arrow::util::pretty::pretty_format_batches;
 
-    use super::{QuiverSession, SessionOptions};
-    use crate::exec::ExecutorKind;
+    use super::QuiverSession;
 
     /// `skipped_aggregation_rows` of the plan's partial aggregate, as EXPLAIN ANALYZE shows it.
     async fn rows_passed_ungrouped(session: &QuiverSession) -> f64 {
@@ -381,11 +392,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_partial_aggregate_of_unique_keys_stops_grouping_after_32_ki_rows() {
-        let options = SessionOptions {
-            threads: 2,
-            executor: ExecutorKind::DataFusion,
-        };
-        let session = QuiverSession::new(options).unwrap();
+        let session = QuiverSession::local_two_threads();
         // About 50,000 unique keys in each of two partitions, in batches of 8 Ki rows:
         // each groups its first 32 Ki rows (and at most a batch more), then passes the rest.
         let passed = rows_passed_ungrouped(&session).await;

@@ -280,17 +280,12 @@ mod tests {
     use datafusion::arrow::datatypes::Int64Type;
 
     use super::*;
-    use crate::SessionOptions;
 
     #[tokio::test]
     async fn a_query_lambda_may_not_run_stays_here_unasked_and_earlier_statements_run_once() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("t.parquet");
-        let session = QuiverSession::new(SessionOptions {
-            threads: 2,
-            executor: ExecutorKind::DataFusion,
-        })
-        .unwrap();
+        let session = QuiverSession::local_two_threads();
         let copy = format!("COPY (SELECT 7 AS x) TO '{}'", file.display());
         session.run(&copy).await.unwrap();
         session.set("quiver.lambda_min_bytes", "0").unwrap();

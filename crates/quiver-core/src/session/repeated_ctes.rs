@@ -472,16 +472,11 @@ mod tests {
     use datafusion::execution::SendableRecordBatchStream;
     use datafusion::physical_plan::memory::MemoryStream;
 
-    use crate::exec::ExecutorKind;
-    use crate::{QuiverSession, SessionOptions};
+    use crate::QuiverSession;
 
     /// A session over `t` (k: 7 keys, v: 1000 values) in a Parquet file in `dir`.
     async fn session_over_t(dir: &std::path::Path) -> QuiverSession {
-        let options = SessionOptions {
-            threads: 2,
-            executor: ExecutorKind::DataFusion,
-        };
-        let session = QuiverSession::new(options).unwrap();
+        let session = QuiverSession::local_two_threads();
         let file = dir.join("t.parquet");
         let copy = format!(
             "COPY (SELECT value % 7 AS k, value AS v FROM range(1000)) TO '{}'",

@@ -297,16 +297,12 @@ fn option_text(value: &datafusion::sql::sqlparser::ast::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{describe, SessionOptions};
+    use crate::describe;
     use datafusion::arrow::array::AsArray;
     use datafusion::arrow::datatypes::{Int64Type, UInt64Type};
 
     fn session() -> QuiverSession {
-        QuiverSession::new(SessionOptions {
-            threads: 2,
-            executor: ExecutorKind::DataFusion,
-        })
-        .unwrap()
+        QuiverSession::local_two_threads()
     }
 
     /// The error `sql` fails with, as a person reads it.
