@@ -112,6 +112,12 @@ extensions_options! {
         /// as DataFusion does (the default of the fragments, Lambda and `auto` executors'
         /// sessions: the keys are chosen across partitions).
         pub first_groups: bool, default = true
+        /// A partial aggregate whose states are all fixed-width (COUNT, SUM, AVG, MIN and
+        /// MAX of numbers) stops grouping, and passes its rows on to the final aggregate,
+        /// where its groups are this share of the rows it probed; any other keeps
+        /// DataFusion's `skip_partial_aggregation_probe_ratio_threshold` (0.8). One value
+        /// holds for a whole statement (`session::partial_skip`).
+        pub partial_skip_ratio: f64, default = 0.1
         /// S3's price per 1,000 GET requests in dollars (AWS's list price, us-east-1), for
         /// `EXPLAIN COST` and `--profile`.
         pub price_per_1000_gets: f64, default = 0.0004

@@ -18,6 +18,7 @@ use futures::StreamExt;
 use web_time::Instant;
 
 use super::output::{describe_batch, memory_stream, QueryOutput, QueryStream};
+use super::partial_skip;
 use super::placing::read_from;
 use super::repeated_ctes::Decided;
 use super::{check_value, QuiverSession};
@@ -69,7 +70,7 @@ impl QuiverSession {
         metrics.record_phase("plan", started.elapsed().saturating_sub(computing));
         metrics.record_phase("execute", computing);
         let started = Instant::now();
-        let task = self.context.task_ctx();
+        let task = partial_skip::task_for(&self.context, &physical);
         let schema = physical.schema();
         let local = RayonRunner(&self.pool);
         let runner: &dyn FragmentRunner = match executor {

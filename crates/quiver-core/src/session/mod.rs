@@ -20,6 +20,7 @@ mod index_calls;
 mod lazy_views;
 mod listing_only;
 mod output;
+mod partial_skip;
 mod path_table;
 mod placing;
 mod planning;
@@ -374,12 +375,15 @@ mod tests {
 
     use super::QuiverSession;
 
-    /// `skipped_aggregation_rows` of the plan's partial aggregate, as EXPLAIN ANALYZE shows it.
-    async fn rows_passed_ungrouped(session: &QuiverSession) -> f64 {
-        // Unique keys, out of order (sorted ones are grouped as they come, never skipped).
-        let sql = "EXPLAIN ANALYZE SELECT value * 7919 % 100003 AS k, count(*) \
-            FROM range(100000) GROUP BY k";
-        let output = session.run(sql).await.unwrap();
+    /// Rows the partial aggregate of `SELECT k, {aggregates} ... GROUP BY k` passed on
+    /// ungrouped (EXPLAIN ANALYZE's `skipped_aggregation_rows`), over 100,000 rows whose keys `k` are `value * 7919 % 100003 % keys`: out
+    /// of order (sorted keys are grouped as they come, never skipped).
+    async fn rows_passed_ungrouped(session: &QuiverSession, keys: u32, aggregates: &str) -> f64 {
+        let sql = format!(
+            "EXPLAIN ANALYZE SELECT value * 7919 % 100003 % {keys} AS k, {aggregates} \
+             FROM range(100000) GROUP BY k"
+        );
+        let output = session.run(&sql).await.unwrap();
         let shown = pretty_format_batches(&output.batches).unwrap().to_string();
         let (_, after) = (shown.split_once("skipped_aggregation_rows="))
             .unwrap_or_else(|| panic!("no partial aggregate's metrics in {shown}"));
@@ -395,7 +399,7 @@ mod tests {
         let session = QuiverSession::local_two_threads();
         // About 50,000 unique keys in each of two partitions, in batches of 8 Ki rows:
         // each groups its first 32 Ki rows (and at most a batch more), then passes the rest.
-        let passed = rows_passed_ungrouped(&session).await;
+        let passed = rows_passed_ungrouped(&session, 100_003, "count(*)").await;
         let (fewest, most) = (100_000.0 - 2.0 * 40_960.0, 100_000.0 - 2.0 * 32_768.0);
         assert!(
             (fewest..=most).contains(&passed),
@@ -404,6 +408,29 @@ mod tests {
         let waits = "SET datafusion.execution.skip_partial_aggregation_probe_rows_threshold \
             = 100000";
         session.run(waits).await.unwrap();
-        assert_eq!(rows_passed_ungrouped(&session).await, 0.0);
+        assert_eq!(
+            rows_passed_ungrouped(&session, 100_003, "count(*)").await,
+            0.0
+        );
+    }
+
+    #[tokio::test]
+    async fn repeated_keys_stop_grouping_at_a_tenth_only_where_states_are_fixed_width() {
+        let session = QuiverSession::local_two_threads();
+        // 30,000 keys: about 61% of a partition's first 32 Ki rows are distinct, under
+        // DataFusion's 80%; the rest of its 50,000 rows pass on where the ratio is 10%.
+        let numbers = rows_passed_ungrouped(&session, 30_000, "count(*), sum(value)").await;
+        assert!(numbers >= 15_000.0, "{numbers} rows passed ungrouped");
+        // A string state keeps DataFusion's ratio (MIN of strings can pass rows on too).
+        let strings = "count(*), min(CAST(value AS VARCHAR))";
+        assert_eq!(rows_passed_ungrouped(&session, 30_000, strings).await, 0.0);
+        session
+            .run("SET quiver.partial_skip_ratio = 0.8")
+            .await
+            .unwrap();
+        assert_eq!(
+            rows_passed_ungrouped(&session, 30_000, "count(*)").await,
+            0.0
+        );
     }
 }
