@@ -247,6 +247,12 @@ fn check_value(key: &str, value: &str) -> Result<()> {
             )),
             _ => Ok(()),
         },
+        "quiver.partial_skip_ratio" => match value.trim().parse::<f64>() {
+            Ok(share) if (0.0..=1.0).contains(&share) => Ok(()),
+            _ => refused(&format!(
+                "'{value}' is not a share of a partial aggregate's rows (0 to 1)"
+            )),
+        },
         "quiver.function_url" => match value.trim() {
             "" => Ok(()),
             url if url.starts_with("https://") || url.starts_with("http://") => Ok(()),
@@ -432,5 +438,8 @@ mod tests {
             rows_passed_ungrouped(&session, 30_000, "count(*)").await,
             0.0
         );
+        let refused = session.run("SET quiver.partial_skip_ratio = 1.5").await;
+        let message = refused.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(message.contains("not a share"), "{message}");
     }
 }
