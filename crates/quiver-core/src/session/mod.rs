@@ -294,7 +294,7 @@ fn session_config(options: &SessionOptions, runtime: &Arc<QuiverRuntime>) -> Ses
         .with_round_robin_repartition(options.executor == ExecutorKind::DataFusion)
         .set_usize(
             "datafusion.execution.skip_partial_aggregation_probe_rows_threshold",
-            SKIP_PARTIAL_AGGREGATION_AFTER_ROWS,
+            partial_skip::SKIP_PARTIAL_AGGREGATION_AFTER_ROWS,
         )
         .set_usize(
             "datafusion.optimizer.hash_join_single_partition_threshold",
@@ -313,17 +313,6 @@ fn session_config(options: &SessionOptions, runtime: &Arc<QuiverRuntime>) -> Ses
             ..QuiverOptions::default()
         })
 }
-
-/// Rows a partition's partial aggregate groups before it may stop: where its groups are
-/// still 80% of its rows (DataFusion's ratio), the rest of its rows pass on ungrouped to
-/// the final aggregate. DataFusion waits for 100,000 rows; every one of them is copied into
-/// a hash table that saves the final aggregate nothing, and a table of long strings is
-/// memory too. At 32 Ki rows, interleaved processes, 5 passes (2026-12-02): ClickBench one
-/// file's hashing queries 0.968x (q39's strings 0.77x and 479 -> 368 MB, q13 0.91x, q31
-/// 0.96x), TPC-DS 0.978x over all 99 (3 passes) and 0.997x over its 13 largest aggregations
-/// (q97 0.96x; q95 and q75 hold 5-9 MB more at their peak), tpchgen-cli's TPC-H 0.991x,
-/// ClickBench 100 files' hashing queries 0.961x.
-const SKIP_PARTIAL_AGGREGATION_AFTER_ROWS: usize = 32 << 10;
 
 /// The largest build side (estimated bytes or rows) that a hash join builds once for every
 /// partition to probe (`CollectLeft`), instead of repartitioning both its inputs by key:
@@ -372,74 +361,5 @@ fn register_duckdb_functions(context: &SessionContext) {
         duckdb::HASHES,
     ] {
         duckdb::row_functions::register(context, functions);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use datafusion::arrow::util::pretty::pretty_format_batches;
-
-    use super::QuiverSession;
-
-    /// Rows the partial aggregate of `SELECT k, {aggregates} ... GROUP BY k` passed on
-    /// ungrouped (EXPLAIN ANALYZE's `skipped_aggregation_rows`), over 100,000 rows whose keys `k` are `value * 7919 % 100003 % keys`: out
-    /// of order (sorted keys are grouped as they come, never skipped).
-    async fn rows_passed_ungrouped(session: &QuiverSession, keys: u32, aggregates: &str) -> f64 {
-        let sql = format!(
-            "EXPLAIN ANALYZE SELECT value * 7919 % 100003 % {keys} AS k, {aggregates} \
-             FROM range(100000) GROUP BY k"
-        );
-        let output = session.run(&sql).await.unwrap();
-        let shown = pretty_format_batches(&output.batches).unwrap().to_string();
-        let (_, after) = (shown.split_once("skipped_aggregation_rows="))
-            .unwrap_or_else(|| panic!("no partial aggregate's metrics in {shown}"));
-        let shown = after.split([',', ']']).next().unwrap().trim();
-        match shown.strip_suffix(" K") {
-            Some(thousands) => thousands.parse::<f64>().unwrap() * 1000.0,
-            None => shown.parse().unwrap(),
-        }
-    }
-
-    #[tokio::test]
-    async fn a_partial_aggregate_of_unique_keys_stops_grouping_after_32_ki_rows() {
-        let session = QuiverSession::local_two_threads();
-        // About 50,000 unique keys in each of two partitions, in batches of 8 Ki rows:
-        // each groups its first 32 Ki rows (and at most a batch more), then passes the rest.
-        let passed = rows_passed_ungrouped(&session, 100_003, "count(*)").await;
-        let (fewest, most) = (100_000.0 - 2.0 * 40_960.0, 100_000.0 - 2.0 * 32_768.0);
-        assert!(
-            (fewest..=most).contains(&passed),
-            "{passed} rows passed ungrouped"
-        );
-        let waits = "SET datafusion.execution.skip_partial_aggregation_probe_rows_threshold \
-            = 100000";
-        session.run(waits).await.unwrap();
-        assert_eq!(
-            rows_passed_ungrouped(&session, 100_003, "count(*)").await,
-            0.0
-        );
-    }
-
-    #[tokio::test]
-    async fn repeated_keys_stop_grouping_at_a_tenth_only_where_states_are_fixed_width() {
-        let session = QuiverSession::local_two_threads();
-        // 30,000 keys: about 61% of a partition's first 32 Ki rows are distinct, under
-        // DataFusion's 80%; the rest of its 50,000 rows pass on where the ratio is 10%.
-        let numbers = rows_passed_ungrouped(&session, 30_000, "count(*), sum(value)").await;
-        assert!(numbers >= 15_000.0, "{numbers} rows passed ungrouped");
-        // A string state keeps DataFusion's ratio (MIN of strings can pass rows on too).
-        let strings = "count(*), min(CAST(value AS VARCHAR))";
-        assert_eq!(rows_passed_ungrouped(&session, 30_000, strings).await, 0.0);
-        session
-            .run("SET quiver.partial_skip_ratio = 0.8")
-            .await
-            .unwrap();
-        assert_eq!(
-            rows_passed_ungrouped(&session, 30_000, "count(*)").await,
-            0.0
-        );
-        let refused = session.run("SET quiver.partial_skip_ratio = 1.5").await;
-        let message = refused.err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(message.contains("not a share"), "{message}");
     }
 }
