@@ -121,6 +121,7 @@ impl QuiverSession {
             .with_physical_optimizer_rule(Arc::new(crate::scan::JoinsAboveScans))
             .with_physical_optimizer_rule(Arc::new(crate::running_window::RunningAggregates))
             .with_physical_optimizer_rule(Arc::new(crate::first_groups::FirstGroups))
+            .with_physical_optimizer_rule(Arc::new(crate::rollup_levels::RollupLevels))
             .build();
         let context = SessionContext::new_with_state(state);
         register_duckdb_functions(&context);
