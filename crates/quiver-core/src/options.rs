@@ -112,9 +112,9 @@ extensions_options! {
         /// as DataFusion does (the default of the fragments, Lambda and `auto` executors'
         /// sessions: the keys are chosen across partitions).
         pub first_groups: bool, default = true
-        /// A ROLLUP (grouping sets that nest) groups each partition's rows once, by its
-        /// finest set, and each coarser set from the groups of the set below; false looks
-        /// every row up once per set, as DataFusion does.
+        /// A ROLLUP or CUBE (grouping sets one of which holds every other's keys) groups
+        /// each partition's rows once, by its finest set, and each coarser set from the
+        /// groups of a finer one; false looks every row up once per set, as DataFusion does.
         pub rollup_levels: bool, default = true
         /// A partial aggregate whose states are all fixed-width (COUNT, SUM, AVG, MIN and
         /// MAX of numbers) stops grouping, and passes its rows on to the final aggregate,
