@@ -278,10 +278,11 @@ impl Levels {
                         let index = turn.next;
                         turn.next += 1;
                         let from = levels.from[index];
-                        let below = turn.kept[from].clone();
-                        if !levels.from[index + 1..].contains(&from) {
-                            turn.kept[from].clear();
-                        }
+                        // Its last use gives the set up; an earlier one shares it.
+                        let below = match levels.from[index + 1..].contains(&from) {
+                            true => turn.kept[from].clone(),
+                            false => std::mem::take(&mut turn.kept[from]),
+                        };
                         // In memory: its time is all compute.
                         let started = Instant::now();
                         let set = levels
