@@ -6,6 +6,9 @@
 2. No import circle between the files of a crate (a folder's mod.rs with its own files
    aside), in every crate and in lambda/.
 3. No file longer than 500 lines before its tests, and no function longer than 80.
+4. The crates that run in the browser (quiver-core, quiver-wasm) take their clock from
+   web_time: std::time::Instant compiles for wasm32 only as a different type and panics
+   when called there, which otherwise shows only in the 12-minute wasm build.
 
 Usage: scripts/check-house.py [REPO]. Prints what breaks a rule; exits 1 if anything does.
 """
@@ -170,6 +173,18 @@ def check_sizes(folder):
                         break
 
 
+def check_browser_clock(src):
+    for root, _, files in os.walk(src):
+        for name in files:
+            if not name.endswith(".rs"):
+                continue
+            path = os.path.join(root, name)
+            for number, line in enumerate(open(path, encoding="utf-8"), 1):
+                if re.search(r"std::time::(\{[^}]*\b)?Instant\b", line):
+                    shown = os.path.relpath(path, repo)
+                    problems.append(f"{shown}:{number}: std::time::Instant in a crate the browser runs (use web_time::Instant)")
+
+
 crates = [os.path.join(repo, "crates", c, "src") for c in sorted(os.listdir(os.path.join(repo, "crates")))]
 for src in crates + [os.path.join(repo, "lambda", "src")]:
     if not os.path.isdir(src):
@@ -178,6 +193,8 @@ for src in crates + [os.path.join(repo, "lambda", "src")]:
     found, edges = check_circles(name, src)
     if src.endswith(os.path.join("quiver-core", "src")):
         check_floors(src, found, edges)
+for crate in ("quiver-core", "quiver-wasm"):
+    check_browser_clock(os.path.join(repo, "crates", crate, "src"))
 for folder in ("crates", "lambda"):
     check_sizes(os.path.join(repo, folder))
 
