@@ -10,8 +10,8 @@
 //! 4. fixed_decimals → footer: footers read once per file
 //! 5. bucket → options → runtime: a statement's settings and the one way to open a file
 //! 6. prune · statistics · pushdown · in_turn · filter_order · running_window ·
-//!    co_partitioned · first_groups · rollup_levels · join_order: planning helpers and the
-//!    plan rules after DataFusion's
+//!    co_partitioned · first_groups · rollup_levels · distinct_probes · join_order: planning
+//!    helpers and the plan rules after DataFusion's
 //! 7. index → scan → table → metadata → text → iceberg: the persistent index, the scan
 //!    node, tables (Parquet, its metadata, CSV and JSON, Iceberg)
 //! 8. copy → cost: writing results, pricing reads
@@ -20,7 +20,7 @@
 //!
 //! floors: error metrics rates sql_types memory allocator format source cache fetch read
 //! fixed_decimals footer bucket options runtime prune statistics pushdown in_turn filter_order
-//! running_window co_partitioned first_groups rollup_levels join_order index scan table metadata text iceberg copy cost fragment
+//! running_window co_partitioned first_groups rollup_levels distinct_probes join_order index scan table metadata text iceberg copy cost fragment
 //! exec session
 //!
 //! Public are the rooms the faces (the command, the browser module, the Lambda executor
@@ -33,6 +33,7 @@ mod cache;
 mod co_partitioned;
 pub mod copy;
 pub mod cost;
+mod distinct_probes;
 pub mod error;
 pub mod exec;
 mod fetch;

@@ -116,6 +116,12 @@ extensions_options! {
         /// each partition's rows once, by its finest set, and each coarser set from the
         /// groups of a finer one; false looks every row up once per set, as DataFusion does.
         pub rollup_levels: bool, default = true
+        /// Below a grouping that computes nothing (DISTINCT, INTERSECT, EXCEPT), a hash
+        /// join's probe rows that agree on every probe column read above, the join keys
+        /// and the join filter's columns are dropped but the first, while that drops at
+        /// least half of them; false probes them all, as DataFusion does (the default of
+        /// the fragments, Lambda and `auto` executors' sessions: the node does not travel).
+        pub distinct_probes: bool, default = true
         /// A partial aggregate whose states are all fixed-width (COUNT, SUM, AVG, MIN and
         /// MAX of numbers) stops grouping, and passes its rows on to the final aggregate,
         /// where its groups are this share of the rows it probed; any other keeps

@@ -122,6 +122,7 @@ impl QuiverSession {
             .with_physical_optimizer_rule(Arc::new(crate::running_window::RunningAggregates))
             .with_physical_optimizer_rule(Arc::new(crate::first_groups::FirstGroups))
             .with_physical_optimizer_rule(Arc::new(crate::rollup_levels::RollupLevels))
+            .with_physical_optimizer_rule(Arc::new(crate::distinct_probes::DistinctProbes))
             .build();
         let context = SessionContext::new_with_state(state);
         register_duckdb_functions(&context);
@@ -311,6 +312,7 @@ fn session_config(options: &SessionOptions, runtime: &Arc<QuiverRuntime>) -> Ses
             // executors cut a plan, so they keep DataFusion's pick.
             co_partitioned_joins: options.executor == ExecutorKind::DataFusion,
             first_groups: options.executor == ExecutorKind::DataFusion,
+            distinct_probes: options.executor == ExecutorKind::DataFusion,
             ..QuiverOptions::default()
         })
 }
