@@ -141,7 +141,7 @@ fn sifted(
     } else {
         return Ok(None);
     };
-    match sifted(&node.children()[0], &below)? {
+    match sifted(node.children()[0], &below)? {
         Some(child) => Ok(Some(replace_children_if_necessary(
             Arc::clone(node),
             vec![child],
@@ -208,7 +208,7 @@ fn passes_rows_on(node: &Arc<dyn ExecutionPlan>) -> bool {
 /// of whose keys are among them (INTERSECT's probe side, a DISTINCT's output).
 fn distinct_already(node: &Arc<dyn ExecutionPlan>, keys: &BTreeSet<usize>) -> bool {
     if passes_rows_on(node) {
-        return distinct_already(&node.children()[0], keys);
+        return distinct_already(node.children()[0], keys);
     }
     node.downcast_ref::<AggregateExec>()
         .is_some_and(|aggregate| {
