@@ -23,8 +23,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, BooleanArray, RecordBatch};
+use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::compute::filter_record_batch;
-use datafusion::arrow::datatypes::Schema;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::JoinSide;
@@ -189,7 +189,7 @@ fn probe_sifted(
     let right = Arc::clone(join.right());
     let right = match distinct_already(&right, &probe) {
         true => right,
-        false => Arc::new(DistinctProbeExec::new(right, probe.into_iter().collect())?),
+        false => Arc::new(DistinctProbeExec::new(right, probe.into_iter().collect())),
     };
     let children = vec![Arc::clone(join.left()), right];
     replace_children_if_necessary(Arc::clone(node), children).map(Some)
@@ -238,14 +238,14 @@ pub struct DistinctProbeExec {
 }
 
 impl DistinctProbeExec {
-    fn new(input: Arc<dyn ExecutionPlan>, keys: Vec<usize>) -> Result<Self> {
+    fn new(input: Arc<dyn ExecutionPlan>, keys: Vec<usize>) -> Self {
         let properties = Arc::clone(input.properties());
-        Ok(Self {
+        Self {
             input,
             keys,
             properties,
             metrics: ExecutionPlanMetricsSet::new(),
-        })
+        }
     }
 }
 
@@ -284,7 +284,7 @@ impl ExecutionPlan for DistinctProbeExec {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let [input] = <[_; 1]>::try_from(children)
             .map_err(|_| DataFusionError::Internal("DistinctProbeExec has one child".into()))?;
-        Ok(Arc::new(Self::new(input, self.keys.clone())?))
+        Ok(Arc::new(Self::new(input, self.keys.clone())))
     }
 
     fn execute(
@@ -294,12 +294,7 @@ impl ExecutionPlan for DistinctProbeExec {
     ) -> Result<SendableRecordBatchStream> {
         let input = self.input.execute(partition, Arc::clone(&context))?;
         let schema = self.input.schema();
-        let fields: Vec<_> = self
-            .keys
-            .iter()
-            .map(|&i| Arc::clone(&schema.fields()[i]))
-            .collect();
-        let seen = new_group_values(Arc::new(Schema::new(fields)), &GroupOrdering::None)?;
+        let seen = new_group_values(Arc::new(schema.project(&self.keys)?), &GroupOrdering::None)?;
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         let mut sieve = Sieve {
             keys: self.keys.clone(),
@@ -362,12 +357,14 @@ impl Sieve {
         // A row is kept where it brings a combination first met in this batch (groups may
         // be numbered in another order than their first rows).
         let mut met = vec![false; seen.len() - known];
-        let keep: BooleanArray = (self.groups.iter())
-            .map(|&group| {
-                let first = group >= known && !std::mem::replace(&mut met[group - known], true);
-                Some(first)
-            })
-            .collect();
+        let groups = &self.groups;
+        let keep = BooleanArray::new(
+            BooleanBuffer::collect_bool(groups.len(), |row| {
+                let group = groups[row];
+                group >= known && !std::mem::replace(&mut met[group - known], true)
+            }),
+            None,
+        );
         let kept = met.len();
         self.read += batch.num_rows();
         self.kept += kept;
@@ -387,7 +384,7 @@ impl Sieve {
 #[cfg(test)]
 mod tests {
     use datafusion::arrow::array::Int64Array;
-    use datafusion::arrow::datatypes::{DataType, Field};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use datafusion::arrow::util::pretty::pretty_format_batches;
     use datafusion::datasource::memory::MemorySourceConfig;
     use datafusion::execution::memory_pool::GreedyMemoryPool;
@@ -525,7 +522,7 @@ mod tests {
             })
             .collect::<Vec<_>>();
         let source = MemorySourceConfig::try_new_exec(&[batches], schema, None).unwrap();
-        let sieve = Arc::new(DistinctProbeExec::new(source, vec![0]).unwrap());
+        let sieve = Arc::new(DistinctProbeExec::new(source, vec![0]));
         let pool = Arc::new(GreedyMemoryPool::new(pool_bytes));
         let runtime = RuntimeEnvBuilder::new()
             .with_memory_pool(pool)
