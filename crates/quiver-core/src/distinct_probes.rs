@@ -552,8 +552,8 @@ mod tests {
             values[..2048].fill(-1);
             values
         };
-        let unique = (0..5).map(mostly_new).chain([chunk(0)]).collect();
-        assert_eq!(kept(unique, plenty).await, 1 + 4 * 6144 + 2 * 8192);
+        let batches = (0..5).map(mostly_new).chain([chunk(0)]).collect();
+        assert_eq!(kept(batches, plenty).await, 1 + 4 * 6144 + 2 * 8192);
         // A third new, the rest repeating: it keeps sifting, and the repeats are dropped.
         let mixed = (0..6)
             .flat_map(|i| [repeating(), repeating(), chunk(10_000 + i * 8192)])
