@@ -99,7 +99,7 @@ impl PhysicalOptimizerRule for DistinctProbes {
 
 /// The input columns an aggregate reads, where it reads its input as a set: it groups raw
 /// rows by one set of keys and computes nothing over them.
-fn columns_read_as_a_set(aggregate: &AggregateExec) -> Option<BTreeSet<usize>> {
+pub(crate) fn columns_read_as_a_set(aggregate: &AggregateExec) -> Option<BTreeSet<usize>> {
     let raw = matches!(
         aggregate.mode(),
         AggregateMode::Partial | AggregateMode::Single | AggregateMode::SinglePartitioned

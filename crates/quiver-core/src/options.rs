@@ -122,6 +122,12 @@ extensions_options! {
         /// least half of them; false probes them all, as DataFusion does (the default of
         /// the fragments, Lambda and `auto` executors' sessions: the node does not travel).
         pub distinct_probes: bool, default = true
+        /// Below a grouping that computes nothing (DISTINCT, COUNT(DISTINCT)'s inner
+        /// grouping, INTERSECT, EXCEPT), a row equal to the row before it on every column
+        /// the grouping reads is dropped, while that drops a fifth of the rows; false
+        /// groups every row, as DataFusion does (the default of the fragments, Lambda and
+        /// `auto` executors' sessions: the node does not travel).
+        pub adjacent_repeats: bool, default = true
         /// A partial aggregate whose states are all fixed-width (COUNT, SUM, AVG, MIN and
         /// MAX of numbers) stops grouping, and passes its rows on to the final aggregate,
         /// where its groups are this share of the rows it probed; any other keeps

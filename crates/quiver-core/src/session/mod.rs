@@ -123,6 +123,7 @@ impl QuiverSession {
             .with_physical_optimizer_rule(Arc::new(crate::first_groups::FirstGroups))
             .with_physical_optimizer_rule(Arc::new(crate::rollup_levels::RollupLevels))
             .with_physical_optimizer_rule(Arc::new(crate::distinct_probes::DistinctProbes))
+            .with_physical_optimizer_rule(Arc::new(crate::adjacent_repeats::AdjacentRepeats))
             .build();
         let context = SessionContext::new_with_state(state);
         register_duckdb_functions(&context);
@@ -313,6 +314,7 @@ fn session_config(options: &SessionOptions, runtime: &Arc<QuiverRuntime>) -> Ses
             co_partitioned_joins: options.executor == ExecutorKind::DataFusion,
             first_groups: options.executor == ExecutorKind::DataFusion,
             distinct_probes: options.executor == ExecutorKind::DataFusion,
+            adjacent_repeats: options.executor == ExecutorKind::DataFusion,
             ..QuiverOptions::default()
         })
 }
