@@ -16,7 +16,6 @@
 //! order, so it is right under any partitioning.
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, BooleanArray, BooleanBufferBuilder, RecordBatch};
@@ -25,23 +24,16 @@ use datafusion::arrow::compute::kernels::boolean::or;
 use datafusion::arrow::compute::kernels::cmp::distinct;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::error::{DataFusionError, Result};
-use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::PhysicalExpr;
+use datafusion::execution::TaskContext;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::AggregateExec;
-use datafusion::physical_plan::metrics::{
-    BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time,
-};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    replace_children_if_necessary, DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties,
-};
-use futures::{future, StreamExt, TryStreamExt};
+use datafusion::physical_plan::{replace_children_if_necessary, ExecutionPlan};
 
 use crate::distinct_probes::columns_read_as_a_set;
 use crate::options::QuiverOptions;
+use crate::row_sieve::{Sieve, SieveExec, SieveKind};
 
 /// When a partition judges whether dropping repeats pays: once it has read so many rows,
 /// the share of them it may have kept and go on. A kept row costs a comparison per column
@@ -73,6 +65,7 @@ impl PhysicalOptimizerRule for AdjacentRepeats {
                 _ => return Ok(Transformed::no(node)),
             };
             let dropping = Arc::new(DropAdjacentRepeatsExec::new(
+                Arc::new(RowBefore),
                 Arc::clone(input),
                 keys.into_iter().collect(),
             ));
@@ -120,100 +113,29 @@ fn comparable(input: &Arc<dyn ExecutionPlan>, keys: &BTreeSet<usize>) -> bool {
 
 /// Drops each row that equals the row before it in its partition on every key column,
 /// while that pays (see the module's header).
+pub(crate) type DropAdjacentRepeatsExec = SieveExec<RowBefore>;
+
+/// `DropAdjacentRepeatsExec`'s kind of sieve.
 #[derive(Debug)]
-pub struct DropAdjacentRepeatsExec {
-    input: Arc<dyn ExecutionPlan>,
-    /// The columns whose values tell rows apart, by index.
-    keys: Vec<usize>,
-    properties: Arc<PlanProperties>,
-    metrics: ExecutionPlanMetricsSet,
-}
+pub(crate) struct RowBefore;
 
-impl DropAdjacentRepeatsExec {
-    fn new(input: Arc<dyn ExecutionPlan>, keys: Vec<usize>) -> Self {
-        let properties = Arc::clone(input.properties());
-        Self {
-            input,
-            keys,
-            properties,
-            metrics: ExecutionPlanMetricsSet::new(),
-        }
-    }
-}
+impl SieveKind for RowBefore {
+    const NAME: &'static str = "DropAdjacentRepeatsExec";
 
-impl DisplayAs for DropAdjacentRepeatsExec {
-    fn fmt_as(&self, _: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let schema = self.input.schema();
-        let keys: Vec<&str> = (self.keys.iter())
-            .map(|&i| schema.field(i).name().as_str())
-            .collect();
-        write!(f, "DropAdjacentRepeatsExec: keys=[{}]", keys.join(", "))
-    }
-}
-
-impl ExecutionPlan for DropAdjacentRepeatsExec {
-    fn name(&self) -> &'static str {
-        "DropAdjacentRepeatsExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn maintains_input_order(&self) -> Vec<bool> {
-        vec![true]
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let [input] = <[_; 1]>::try_from(children).map_err(|_| {
-            DataFusionError::Internal("DropAdjacentRepeatsExec has one child".into())
-        })?;
-        Ok(Arc::new(Self::new(input, self.keys.clone())))
-    }
-
-    fn execute(
+    fn sieve(
         &self,
-        partition: usize,
-        context: Arc<TaskContext>,
-    ) -> Result<SendableRecordBatchStream> {
-        let input = self.input.execute(partition, context)?;
-        let baseline = BaselineMetrics::new(&self.metrics, partition);
-        let mut runs = Runs {
-            keys: self.keys.clone(),
+        keys: &[usize],
+        _: usize,
+        _: &TaskContext,
+        _: &Arc<dyn ExecutionPlan>,
+    ) -> Result<Box<dyn Sieve>> {
+        Ok(Box::new(Runs {
+            keys: keys.to_vec(),
             last: None,
             dropping: true,
             read: 0,
             kept: 0,
-            compute: baseline.elapsed_compute().clone(),
-            dropped: MetricBuilder::new(&self.metrics).counter("dropped_rows", partition),
-        };
-        let kept = input
-            .map(move |batch| batch.and_then(|batch| runs.drop_repeats(batch)))
-            .try_filter(|batch| future::ready(batch.num_rows() > 0))
-            .inspect_ok(move |batch| baseline.record_output(batch.num_rows()));
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
-            self.input.schema(),
-            kept,
-        )))
-    }
-
-    /// Its keys are columns of its input, none an expression.
-    fn apply_expressions(
-        &self,
-        _: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
+        }))
     }
 }
 
@@ -225,17 +147,14 @@ struct Runs {
     dropping: bool,
     read: usize,
     kept: usize,
-    compute: Time,
-    dropped: Count,
 }
 
-impl Runs {
-    fn drop_repeats(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
+impl Sieve for Runs {
+    fn sift(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
         let rows = batch.num_rows();
         if !self.dropping || rows == 0 {
             return Ok(batch);
         }
-        let _timer = self.compute.timer();
         let columns: Vec<&ArrayRef> = self.keys.iter().map(|&key| batch.column(key)).collect();
         // Row 0 against the previous batch's last row (the first row of all is kept), row
         // i against row i - 1.
@@ -272,7 +191,6 @@ impl Runs {
         let kept = keep.true_count();
         self.read += rows;
         self.kept += kept;
-        self.dropped.add(rows - kept);
         self.dropping = JUDGEMENTS
             .iter()
             .all(|&(read, share)| self.read < read || self.kept as f64 <= share * self.read as f64);
@@ -373,7 +291,11 @@ mod tests {
             })
             .collect::<Vec<_>>();
         let source = MemorySourceConfig::try_new_exec(&[batches], schema, None).unwrap();
-        let dropping = Arc::new(DropAdjacentRepeatsExec::new(source, vec![0, 1]));
+        let dropping = Arc::new(DropAdjacentRepeatsExec::new(
+            Arc::new(RowBefore),
+            source,
+            vec![0, 1],
+        ));
         let output = collect(dropping, Arc::new(TaskContext::default()))
             .await
             .unwrap();

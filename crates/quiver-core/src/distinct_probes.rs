@@ -18,18 +18,17 @@
 //! or when the pool refuses its table, and passes rows on untouched from then.
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, BooleanArray, RecordBatch};
 use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::compute::filter_record_batch;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::JoinSide;
-use datafusion::error::{DataFusionError, Result};
+use datafusion::error::Result;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
-use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::execution::TaskContext;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -39,17 +38,11 @@ use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::utils::build_join_schema;
 use datafusion::physical_plan::joins::HashJoinExec;
-use datafusion::physical_plan::metrics::{
-    BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time,
-};
 use datafusion::physical_plan::projection::ProjectionExec;
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    replace_children_if_necessary, DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties,
-};
-use futures::{future, StreamExt, TryStreamExt};
+use datafusion::physical_plan::{replace_children_if_necessary, ExecutionPlan};
 
 use crate::options::QuiverOptions;
+use crate::row_sieve::{Sieve, SieveExec, SieveKind};
 
 /// When a partition judges whether sifting pays: once it has read so many rows, the share
 /// of them it may have kept and still sift. Each kept row costs a lookup here and the join
@@ -189,7 +182,11 @@ fn probe_sifted(
     let right = Arc::clone(join.right());
     let right = match distinct_already(&right, &probe) {
         true => right,
-        false => Arc::new(DistinctProbeExec::new(right, probe.into_iter().collect())),
+        false => Arc::new(DistinctProbeExec::new(
+            Arc::new(FirstOfEach),
+            right,
+            probe.into_iter().collect(),
+        )),
     };
     let children = vec![Arc::clone(join.left()), right];
     replace_children_if_necessary(Arc::clone(node), children).map(Some)
@@ -226,109 +223,39 @@ fn distinct_already(node: &Arc<dyn ExecutionPlan>, keys: &BTreeSet<usize>) -> bo
         })
 }
 
-/// Keeps the first row of each combination of `keys`' values in a partition and drops
+/// Keeps the first row of each combination of its keys' values in a partition and drops
 /// the rest, while that pays (see the module's header).
+pub(crate) type DistinctProbeExec = SieveExec<FirstOfEach>;
+
+/// `DistinctProbeExec`'s kind of sieve.
 #[derive(Debug)]
-pub struct DistinctProbeExec {
-    input: Arc<dyn ExecutionPlan>,
-    /// The columns whose values tell rows apart, by index.
-    keys: Vec<usize>,
-    properties: Arc<PlanProperties>,
-    metrics: ExecutionPlanMetricsSet,
-}
+pub(crate) struct FirstOfEach;
 
-impl DistinctProbeExec {
-    fn new(input: Arc<dyn ExecutionPlan>, keys: Vec<usize>) -> Self {
-        let properties = Arc::clone(input.properties());
-        Self {
-            input,
-            keys,
-            properties,
-            metrics: ExecutionPlanMetricsSet::new(),
-        }
-    }
-}
+impl SieveKind for FirstOfEach {
+    const NAME: &'static str = "DistinctProbeExec";
 
-impl DisplayAs for DistinctProbeExec {
-    fn fmt_as(&self, _: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let schema = self.input.schema();
-        let keys: Vec<&str> = self
-            .keys
-            .iter()
-            .map(|&i| schema.field(i).name().as_str())
-            .collect();
-        write!(f, "DistinctProbeExec: keys=[{}]", keys.join(", "))
-    }
-}
-
-impl ExecutionPlan for DistinctProbeExec {
-    fn name(&self) -> &'static str {
-        "DistinctProbeExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn maintains_input_order(&self) -> Vec<bool> {
-        vec![true]
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let [input] = <[_; 1]>::try_from(children)
-            .map_err(|_| DataFusionError::Internal("DistinctProbeExec has one child".into()))?;
-        Ok(Arc::new(Self::new(input, self.keys.clone())))
-    }
-
-    fn execute(
+    fn sieve(
         &self,
+        keys: &[usize],
         partition: usize,
-        context: Arc<TaskContext>,
-    ) -> Result<SendableRecordBatchStream> {
-        let input = self.input.execute(partition, Arc::clone(&context))?;
-        let schema = self.input.schema();
-        let seen = new_group_values(Arc::new(schema.project(&self.keys)?), &GroupOrdering::None)?;
-        let baseline = BaselineMetrics::new(&self.metrics, partition);
-        let mut sieve = Sieve {
-            keys: self.keys.clone(),
-            seen: Some(seen),
+        context: &TaskContext,
+        input: &Arc<dyn ExecutionPlan>,
+    ) -> Result<Box<dyn Sieve>> {
+        let key_schema = Arc::new(input.schema().project(keys)?);
+        Ok(Box::new(FirstRows {
+            keys: keys.to_vec(),
+            seen: Some(new_group_values(key_schema, &GroupOrdering::None)?),
             groups: Vec::new(),
             read: 0,
             kept: 0,
             held: MemoryConsumer::new(format!("DistinctProbeExec[{partition}]"))
                 .register(context.memory_pool()),
-            compute: baseline.elapsed_compute().clone(),
-            dropped: MetricBuilder::new(&self.metrics).counter("dropped_rows", partition),
-        };
-        let sifted = input
-            .map(move |batch| batch.and_then(|batch| sieve.sift(batch)))
-            .try_filter(|batch| future::ready(batch.num_rows() > 0))
-            .inspect_ok(move |batch| baseline.record_output(batch.num_rows()));
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, sifted)))
-    }
-
-    /// Its keys are columns of its input, none an expression.
-    fn apply_expressions(
-        &self,
-        _: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
+        }))
     }
 }
 
 /// One partition's combinations seen so far, until sifting stops paying.
-struct Sieve {
+struct FirstRows {
     keys: Vec<usize>,
     /// `None` once it passes rows on untouched.
     seen: Option<Box<dyn GroupValues>>,
@@ -336,16 +263,13 @@ struct Sieve {
     read: usize,
     kept: usize,
     held: MemoryReservation,
-    compute: Time,
-    dropped: Count,
 }
 
-impl Sieve {
+impl Sieve for FirstRows {
     fn sift(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
         let Some(seen) = self.seen.as_mut() else {
             return Ok(batch);
         };
-        let _timer = self.compute.timer();
         let columns: Vec<ArrayRef> = self
             .keys
             .iter()
@@ -368,7 +292,6 @@ impl Sieve {
         let kept = met.len();
         self.read += batch.num_rows();
         self.kept += kept;
-        self.dropped.add(batch.num_rows() - kept);
         let sifted = filter_record_batch(&batch, &keep)?;
         let refused = self.held.try_resize(seen.size()).is_err();
         let pays = JUDGEMENTS
@@ -523,7 +446,11 @@ mod tests {
             })
             .collect::<Vec<_>>();
         let source = MemorySourceConfig::try_new_exec(&[batches], schema, None).unwrap();
-        let sieve = Arc::new(DistinctProbeExec::new(source, vec![0]));
+        let sieve = Arc::new(DistinctProbeExec::new(
+            Arc::new(FirstOfEach),
+            source,
+            vec![0],
+        ));
         let pool = Arc::new(GreedyMemoryPool::new(pool_bytes));
         let runtime = RuntimeEnvBuilder::new()
             .with_memory_pool(pool)

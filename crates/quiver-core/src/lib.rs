@@ -10,8 +10,8 @@
 //! 4. fixed_decimals → footer: footers read once per file
 //! 5. bucket → options → runtime: a statement's settings and the one way to open a file
 //! 6. prune · statistics · pushdown · in_turn · filter_order · running_window ·
-//!    co_partitioned · first_groups · rollup_levels · distinct_probes · adjacent_repeats ·
-//!    join_order: planning
+//!    co_partitioned · first_groups · rollup_levels · row_sieve → distinct_probes →
+//!    adjacent_repeats · join_order: planning
 //!    helpers and the plan rules after DataFusion's
 //! 7. index → scan → table → metadata → text → iceberg: the persistent index, the scan
 //!    node, tables (Parquet, its metadata, CSV and JSON, Iceberg)
@@ -21,7 +21,7 @@
 //!
 //! floors: error metrics rates sql_types memory allocator format source cache fetch read
 //! fixed_decimals footer bucket options runtime prune statistics pushdown in_turn filter_order
-//! running_window co_partitioned first_groups rollup_levels distinct_probes adjacent_repeats join_order index scan table metadata text iceberg copy cost fragment
+//! running_window co_partitioned first_groups rollup_levels row_sieve distinct_probes adjacent_repeats join_order index scan table metadata text iceberg copy cost fragment
 //! exec session
 //!
 //! Public are the rooms the faces (the command, the browser module, the Lambda executor
@@ -58,6 +58,7 @@ mod pushdown;
 pub mod rates;
 mod read;
 mod rollup_levels;
+mod row_sieve;
 mod running_window;
 pub mod runtime;
 pub mod scan;
