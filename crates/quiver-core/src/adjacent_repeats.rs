@@ -33,7 +33,7 @@ use datafusion::physical_plan::{replace_children_if_necessary, ExecutionPlan};
 
 use crate::distinct_probes::columns_read_as_a_set;
 use crate::options::QuiverOptions;
-use crate::row_sieve::{Sieve, SieveExec, SieveKind};
+use crate::row_sieve::{still_pays, Sieve, SieveExec, SieveKind};
 
 /// When a partition judges whether dropping repeats pays: once it has read so many rows,
 /// the share of them it may have kept and go on. A kept row costs a comparison per column
@@ -193,9 +193,7 @@ impl Sieve for Runs {
         let kept = keep.true_count();
         self.read += rows;
         self.kept += kept;
-        self.dropping = JUDGEMENTS
-            .iter()
-            .all(|&(read, share)| self.read < read || self.kept as f64 <= share * self.read as f64);
+        self.dropping = still_pays(&JUDGEMENTS, self.read, self.kept);
         if kept == rows {
             return Ok(batch);
         }

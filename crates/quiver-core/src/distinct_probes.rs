@@ -42,7 +42,7 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::{replace_children_if_necessary, ExecutionPlan};
 
 use crate::options::QuiverOptions;
-use crate::row_sieve::{Sieve, SieveExec, SieveKind};
+use crate::row_sieve::{still_pays, Sieve, SieveExec, SieveKind};
 
 /// When a partition judges whether sifting pays: once it has read so many rows, the share
 /// of them it may have kept and still sift. Each kept row costs a lookup here and the join
@@ -294,10 +294,7 @@ impl Sieve for FirstRows {
         self.kept += kept;
         let sifted = filter_record_batch(&batch, &keep)?;
         let refused = self.held.try_resize(seen.size()).is_err();
-        let pays = JUDGEMENTS
-            .iter()
-            .all(|&(rows, share)| self.read < rows || self.kept as f64 <= share * self.read as f64);
-        if refused || !pays {
+        if refused || !still_pays(&JUDGEMENTS, self.read, self.kept) {
             self.seen = None;
             self.held.free();
         }

@@ -17,6 +17,12 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::{future, StreamExt, TryStreamExt};
 
+/// Whether a sieve that has read `read` rows and kept `kept` of them still pays: each
+/// judgement is a number of rows read and the share of them a sieve may have kept by then.
+pub(crate) fn still_pays(judgements: &[(usize, f64)], read: usize, kept: usize) -> bool {
+    (judgements.iter()).all(|&(rows, share)| read < rows || kept as f64 <= share * read as f64)
+}
+
 /// One partition's sieve: the rows of each batch it keeps, in order.
 pub(crate) trait Sieve: Send {
     fn sift(&mut self, batch: RecordBatch) -> Result<RecordBatch>;
